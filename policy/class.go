@@ -1,0 +1,43 @@
+package policy
+
+// Class is the failure class of one upstream attempt (DESIGN.md §4). The
+// empty class means the attempt succeeded.
+type Class string
+
+// The built-in failure classes. errors.rules in policy.json may assign any of
+// them to a response the built-in table would classify differently.
+const (
+	ClassNone           Class = ""
+	ClassRateLimited    Class = "rate_limited"
+	ClassQuotaExhausted Class = "quota_exhausted"
+	ClassOverloaded     Class = "overloaded"
+	ClassServerError    Class = "server_error"
+	ClassTimeout        Class = "timeout"
+	// ClassUnreachable is a transport failure before any HTTP response:
+	// connection refused or reset, DNS failure, upstream TLS verification
+	// failure. Not in DESIGN.md's first table; added so that an operator can
+	// tell "the vendor said 5xx" from "we never reached the vendor".
+	ClassUnreachable    Class = "unreachable"
+	ClassContextTooLong Class = "context_too_long"
+	ClassInvalidRequest Class = "invalid_request"
+	ClassAuth           Class = "auth"
+	ClassContentFilter  Class = "content_filter"
+	ClassBadResponse    Class = "bad_response"
+)
+
+// Classes lists every failure class in documentation order.
+var Classes = []Class{
+	ClassRateLimited, ClassQuotaExhausted, ClassOverloaded, ClassServerError,
+	ClassTimeout, ClassUnreachable, ClassContextTooLong, ClassInvalidRequest,
+	ClassAuth, ClassContentFilter, ClassBadResponse,
+}
+
+// Valid reports whether c is a known failure class (ClassNone is not).
+func (c Class) Valid() bool {
+	for _, k := range Classes {
+		if k == c {
+			return true
+		}
+	}
+	return false
+}

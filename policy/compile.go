@@ -1,0 +1,750 @@
+package policy
+
+import (
+	"crypto/x509"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/detour-proxy/detour/rewrite"
+)
+
+// Defaults of the policy file's optional fields.
+const (
+	DefaultListen           = "127.0.0.1:8787"
+	DefaultDeadline         = 120 * time.Second
+	DefaultConnectTimeout   = 5 * time.Second
+	DefaultFirstByteTimeout = 60 * time.Second
+	DefaultIdleTimeout      = 60 * time.Second
+	DefaultQuotaCooldown    = 10 * time.Minute
+	DefaultMaxCooldown      = 24 * time.Hour
+	DefaultNeverSkipLast    = true
+)
+
+// Then is the action after a failed attempt.
+type Then string
+
+// The actions a class can have.
+const (
+	// Fallback tries the next upstream of the chain.
+	Fallback Then = "fallback"
+	// Stop returns this upstream's error to the app and tries nothing else:
+	// a broken request or key must be seen, not masked by another upstream.
+	Stop Then = "stop"
+)
+
+// Action is what the chain does after an attempt of some class.
+type Action struct {
+	Then Then
+	// Cooldown keeps the upstream out of chains for this long; zero: none.
+	Cooldown time.Duration
+	// MaxCooldown caps a cooldown derived from the vendor's reset time.
+	MaxCooldown time.Duration
+}
+
+// defaultActions is the built-in action per class (DESIGN.md §4).
+func defaultActions() map[Class]Action {
+	m := map[Class]Action{}
+	for _, c := range Classes {
+		m[c] = Action{Then: Fallback, MaxCooldown: DefaultMaxCooldown}
+	}
+	for _, c := range []Class{ClassInvalidRequest, ClassAuth, ClassContentFilter} {
+		m[c] = Action{Then: Stop, MaxCooldown: DefaultMaxCooldown}
+	}
+	q := m[ClassQuotaExhausted]
+	q.Cooldown = DefaultQuotaCooldown
+	m[ClassQuotaExhausted] = q
+	return m
+}
+
+// AuthMode says where an upstream's credential comes from.
+type AuthMode int
+
+// The credential sources.
+const (
+	// AuthClient forwards the app's own credential (same shape only).
+	AuthClient AuthMode = iota + 1
+	// AuthKey sends detour's own key, read from env or file at compile time.
+	AuthKey
+	// AuthNone sends no credential.
+	AuthNone
+)
+
+// Timeouts are one upstream's per-attempt timeouts, all non-zero.
+type Timeouts struct {
+	Connect, FirstByte, Idle time.Duration
+}
+
+// Secret is a credential. Its String and GoString never reveal it, so that
+// a stray %v in a log line cannot leak a key.
+type Secret string
+
+func (Secret) String() string   { return "[redacted]" }
+func (Secret) GoString() string { return "[redacted]" }
+
+// ModelMap is one entry of an upstream's model mapping.
+type ModelMap struct {
+	Pattern string
+	Model   string
+}
+
+// Upstream is a compiled upstream. Immutable.
+type Upstream struct {
+	Name    string
+	Shape   rewrite.Shape
+	BaseURL *url.URL
+	Auth    AuthMode
+	// Key is the credential for AuthKey.
+	Key      Secret
+	Models   []ModelMap
+	Timeouts Timeouts
+	// RootCAs is nil for the system roots, else system roots plus ca_file.
+	RootCAs *x509.CertPool
+	CAFile  string
+	Headers http.Header
+}
+
+// MapModel returns the model to send for a requested model; ok is false when
+// the upstream has a mapping and nothing matches, so the upstream must be
+// skipped for this request.
+func (u *Upstream) MapModel(requested string) (model string, ok bool) {
+	if len(u.Models) == 0 {
+		return requested, true
+	}
+	for _, m := range u.Models {
+		if globMatch(m.Pattern, requested) {
+			return m.Model, true
+		}
+	}
+	return "", false
+}
+
+// Route is a compiled route. Immutable.
+type Route struct {
+	Name  string
+	Host  string
+	Path  string // path.Match pattern; "" matches any path
+	Shape rewrite.Shape
+	Chain []*Upstream
+}
+
+// Matches reports whether the route takes a request for host and urlPath.
+func (r *Route) Matches(host, urlPath string) bool {
+	if r.Host != host {
+		return false
+	}
+	if r.Path == "" {
+		return true
+	}
+	ok, _ := path.Match(r.Path, urlPath)
+	return ok
+}
+
+// Rule is a compiled errors.rules entry.
+type Rule struct {
+	Upstream        string
+	Status          int
+	Type, Code      string
+	MessageContains string
+	Class           Class
+}
+
+// Compiled is a validated policy, ready for the request path. It is never
+// modified after Compile returns; a reload publishes a new one.
+type Compiled struct {
+	Version string
+	// Hash is the hex SHA-256 of the file's bytes.
+	Hash     string
+	Source   string
+	LoadedAt time.Time
+
+	Listen        string
+	CACertFile    string
+	CAKeyFile     string
+	Upstreams     map[string]*Upstream
+	Routes        []*Route
+	Rules         []Rule
+	Actions       map[Class]Action
+	NeverSkipLast bool
+	Deadline      time.Duration
+	LogPrompts    bool
+	LogLevel      string
+
+	hosts map[string]bool
+}
+
+// Route returns the first route matching host and urlPath, or nil.
+func (c *Compiled) Route(host, urlPath string) *Route {
+	host = strings.ToLower(host)
+	for _, r := range c.Routes {
+		if r.Matches(host, urlPath) {
+			return r
+		}
+	}
+	return nil
+}
+
+// Intercepts reports whether TLS to host (no port) is terminated by detour:
+// exactly the hosts some route names.
+func (c *Compiled) Intercepts(host string) bool {
+	return c.hosts[strings.ToLower(host)]
+}
+
+// Action returns the action for a class.
+func (c *Compiled) Action(class Class) Action {
+	if a, ok := c.Actions[class]; ok {
+		return a
+	}
+	return Action{Then: Fallback, MaxCooldown: DefaultMaxCooldown}
+}
+
+// ClassifyFor classifies an attempt on the named upstream: policy rules
+// first, then the built-in table.
+func (c *Compiled) ClassifyFor(upstream string, o Outcome, now time.Time) Verdict {
+	v := Classify(o, now)
+	if o.Status == 0 && !o.InStream {
+		return v
+	}
+	for _, r := range c.Rules {
+		if r.matches(upstream, o.Status, v.Info) {
+			v.Class = r.Class
+			v.Reason = "rule: " + v.Reason
+			return v
+		}
+	}
+	return v
+}
+
+func (r *Rule) matches(upstream string, status int, info rewrite.ErrorInfo) bool {
+	if r.Upstream != "" && r.Upstream != upstream {
+		return false
+	}
+	if r.Status != 0 && r.Status != status {
+		return false
+	}
+	if r.Type != "" && !strings.EqualFold(r.Type, info.Type) {
+		return false
+	}
+	if r.Code != "" && !strings.EqualFold(r.Code, info.Code) {
+		return false
+	}
+	if r.MessageContains != "" && !strings.Contains(strings.ToLower(info.Message), strings.ToLower(r.MessageContains)) {
+		return false
+	}
+	return true
+}
+
+// Options are the environment Compile reads from. Zero values use the
+// process's own environment and file system.
+type Options struct {
+	// BaseDir resolves relative paths (CA files, key files, ca_file).
+	// Default: the directory of the policy file's name.
+	BaseDir string
+	// Getenv looks up auth.env variables. Default os.LookupEnv.
+	Getenv func(string) (string, bool)
+	// ReadFile reads auth.file and ca_file. Default os.ReadFile.
+	ReadFile func(string) ([]byte, error)
+	// Now stamps LoadedAt. Default time.Now.
+	Now func() time.Time
+	// DefaultCADir is where the CA lives when the policy names none.
+	// Default: os.UserConfigDir()/detour.
+	DefaultCADir string
+}
+
+var upstreamName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+
+// credentialHeaders are the headers that carry a vendor credential. They are
+// removed from every upstream request before the target's own is added, and
+// a policy may not set them as static headers.
+var credentialHeaders = []string{"Authorization", "X-Api-Key", "Api-Key", "X-Goog-Api-Key", "Proxy-Authorization"}
+
+// CredentialHeaders returns the canonical names of every header that carries
+// a vendor credential.
+func CredentialHeaders() []string { return append([]string(nil), credentialHeaders...) }
+
+// Compile decodes, validates and compiles a policy file. name is used in
+// error messages (and, unless opts.BaseDir is set, to resolve relative
+// paths). The error, if any, is an Errors naming every problem found.
+func Compile(name string, data []byte, opts Options) (*Compiled, error) {
+	f, src, err := Decode(name, data)
+	if err != nil {
+		return nil, err
+	}
+	if opts.BaseDir == "" {
+		opts.BaseDir = filepath.Dir(name)
+	}
+	if opts.Getenv == nil {
+		opts.Getenv = os.LookupEnv
+	}
+	if opts.ReadFile == nil {
+		opts.ReadFile = os.ReadFile
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	c := &Compiled{
+		Version:       f.Version,
+		Hash:          hashOf(data),
+		Source:        name,
+		LoadedAt:      opts.Now(),
+		Listen:        f.Listen,
+		Upstreams:     map[string]*Upstream{},
+		Actions:       defaultActions(),
+		NeverSkipLast: DefaultNeverSkipLast,
+		Deadline:      DefaultDeadline,
+		LogLevel:      "info",
+		hosts:         map[string]bool{},
+	}
+	if c.Version == "" {
+		c.Version = c.Hash[:12]
+	}
+	k := compiler{src: src, opts: opts, c: c}
+	k.top(f)
+	if len(src.errs) > 0 {
+		return nil, src.errs
+	}
+	return c, nil
+}
+
+type compiler struct {
+	src  *source
+	opts Options
+	c    *Compiled
+}
+
+func (k *compiler) errorf(path, format string, args ...any) { k.src.errorf(path, format, args...) }
+
+func (k *compiler) duration(path string, d Duration, def time.Duration) time.Duration {
+	v, err := d.Parse()
+	if err != nil {
+		k.errorf(path, "%v", err)
+		return def
+	}
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+func (k *compiler) resolve(p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(k.opts.BaseDir, p)
+}
+
+func (k *compiler) top(f *File) {
+	c := k.c
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	} else if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		k.errorf("listen", "must be host:port, e.g. %q: %v", DefaultListen, err)
+	}
+	if f.NeverSkipLast != nil {
+		c.NeverSkipLast = *f.NeverSkipLast
+	}
+	c.Deadline = k.duration("deadline", f.Deadline, DefaultDeadline)
+	if f.Log != nil {
+		c.LogPrompts = f.Log.Prompts
+		switch f.Log.Level {
+		case "":
+		case "debug", "info", "warn", "error":
+			c.LogLevel = f.Log.Level
+		default:
+			k.errorf("log.level", "must be one of debug, info, warn, error; got %q", f.Log.Level)
+		}
+	}
+	k.ca(f.CA)
+
+	base := Timeouts{Connect: DefaultConnectTimeout, FirstByte: DefaultFirstByteTimeout, Idle: DefaultIdleTimeout}
+	base = k.timeouts("timeouts", f.Timeouts, base)
+
+	if len(f.Upstreams) == 0 {
+		k.errorf("upstreams", "at least one upstream is required")
+	}
+	for name, uf := range f.Upstreams {
+		if u := k.upstream(name, uf, base); u != nil {
+			c.Upstreams[name] = u
+		}
+	}
+	if len(f.Routes) == 0 {
+		k.errorf("routes", "at least one route is required")
+	}
+	names := map[string]int{}
+	for i, rf := range f.Routes {
+		k.route(i, rf, names, f.Upstreams)
+	}
+	k.errorsSection(f.Errors, f.Upstreams)
+}
+
+func (k *compiler) ca(ca *CAFile) {
+	if ca == nil || (ca.CertFile == "" && ca.KeyFile == "") {
+		dir := k.opts.DefaultCADir
+		if dir == "" {
+			cfg, err := os.UserConfigDir()
+			if err != nil {
+				k.errorf("ca", "no ca.cert_file/ca.key_file given and no user config directory (%v); set both", err)
+				return
+			}
+			dir = filepath.Join(cfg, "detour")
+		}
+		k.c.CACertFile = filepath.Join(dir, "ca.pem")
+		k.c.CAKeyFile = filepath.Join(dir, "ca-key.pem")
+		return
+	}
+	if ca.CertFile == "" || ca.KeyFile == "" {
+		k.errorf("ca", "set both cert_file and key_file, or neither (for the default location)")
+		return
+	}
+	k.c.CACertFile = k.resolve(ca.CertFile)
+	k.c.CAKeyFile = k.resolve(ca.KeyFile)
+}
+
+func (k *compiler) timeouts(path string, t *TimeoutsFile, base Timeouts) Timeouts {
+	if t == nil {
+		return base
+	}
+	base.Connect = k.duration(path+".connect", t.Connect, base.Connect)
+	base.FirstByte = k.duration(path+".first_byte", t.FirstByte, base.FirstByte)
+	base.Idle = k.duration(path+".idle", t.Idle, base.Idle)
+	return base
+}
+
+func (k *compiler) upstream(name string, uf UpstreamFile, base Timeouts) *Upstream {
+	p := "upstreams." + name
+	ok := true
+	if !upstreamName.MatchString(name) {
+		k.errorf(p, "upstream names use letters, digits, '_', '.', '-' (at most 64), starting with a letter or digit")
+		ok = false
+	}
+	u := &Upstream{Name: name, Shape: rewrite.Shape(uf.Shape), Headers: http.Header{}}
+	if !u.Shape.Valid() {
+		k.errorf(p+".shape", "must be one of openai, anthropic, gemini; got %q", uf.Shape)
+		ok = false
+	}
+	if uf.BaseURL == "" {
+		k.errorf(p+".base_url", "required, e.g. %q", exampleBaseURL(u.Shape))
+		ok = false
+	} else if bu, err := url.Parse(uf.BaseURL); err != nil || bu.Host == "" || (bu.Scheme != "https" && bu.Scheme != "http") {
+		k.errorf(p+".base_url", "must be an absolute http(s) URL such as %q; got %q", exampleBaseURL(u.Shape), uf.BaseURL)
+		ok = false
+	} else if bu.User != nil || bu.RawQuery != "" || bu.Fragment != "" {
+		k.errorf(p+".base_url", "must not contain credentials, a query or a fragment (use auth and headers)")
+		ok = false
+	} else if bu.Scheme == "http" && !isLoopbackHost(bu.Hostname()) {
+		k.errorf(p+".base_url", "plain http is allowed only to loopback hosts; use https for %q (credentials would travel in clear)", bu.Host)
+		ok = false
+	} else {
+		bu.Path = strings.TrimRight(bu.Path, "/")
+		bu.RawPath = ""
+		u.BaseURL = bu
+	}
+	k.auth(p+".auth", uf.Auth, u)
+	for _, m := range uf.Models {
+		mp := p + ".models." + m.Key
+		if m.Key == "" || m.Value == "" {
+			k.errorf(mp, "model patterns and model names must not be empty")
+		}
+		u.Models = append(u.Models, ModelMap{Pattern: m.Key, Model: m.Value})
+	}
+	u.Timeouts = k.timeouts(p+".timeouts", uf.Timeouts, base)
+	if uf.CAFile != "" {
+		u.CAFile = k.resolve(uf.CAFile)
+		pemData, err := k.opts.ReadFile(u.CAFile)
+		if err != nil {
+			k.errorf(p+".ca_file", "cannot read %s: %v", u.CAFile, err)
+		} else {
+			pool, err := x509.SystemCertPool()
+			if err != nil || pool == nil {
+				pool = x509.NewCertPool()
+			}
+			if !pool.AppendCertsFromPEM(pemData) {
+				k.errorf(p+".ca_file", "%s holds no PEM certificate", u.CAFile)
+			}
+			u.RootCAs = pool
+		}
+	}
+	for h, v := range uf.Headers {
+		hp := p + ".headers." + h
+		ch := http.CanonicalHeaderKey(h)
+		switch {
+		case !validHeaderName(h):
+			k.errorf(hp, "not a valid HTTP header name")
+		case isCredentialHeader(ch):
+			k.errorf(hp, "credential headers are set by auth, not headers")
+		case ch == "Host" || ch == "Content-Length" || ch == "Transfer-Encoding" || ch == "Connection":
+			k.errorf(hp, "detour sets this header itself")
+		case strings.ContainsAny(v, "\r\n"):
+			k.errorf(hp, "header values must not contain line breaks")
+		default:
+			u.Headers.Set(ch, v)
+		}
+	}
+	if !ok {
+		return nil
+	}
+	return u
+}
+
+func (k *compiler) auth(p string, a *AuthFile, u *Upstream) {
+	if a == nil {
+		k.errorf(p, `required: {"from":"client"}, {"env":"NAME"}, {"file":"/path"} or {"none":true}`)
+		return
+	}
+	n := 0
+	if a.From != "" {
+		n++
+		if a.From != "client" {
+			k.errorf(p+".from", `the only source is "client"; got %q`, a.From)
+		}
+		u.Auth = AuthClient
+	}
+	if a.Env != "" {
+		n++
+		v, found := k.opts.Getenv(a.Env)
+		v = strings.TrimSpace(v)
+		if !found || v == "" {
+			k.errorf(p+".env", "environment variable %s is not set or empty; export it before starting detour", a.Env)
+		}
+		u.Auth, u.Key = AuthKey, Secret(v)
+	}
+	if a.File != "" {
+		n++
+		fp := k.resolve(a.File)
+		b, err := k.opts.ReadFile(fp)
+		v := strings.TrimSpace(string(b))
+		if err != nil {
+			k.errorf(p+".file", "cannot read key file %s: %v", fp, err)
+		} else if v == "" {
+			k.errorf(p+".file", "key file %s is empty", fp)
+		}
+		u.Auth, u.Key = AuthKey, Secret(v)
+	}
+	if a.None {
+		n++
+		u.Auth = AuthNone
+	}
+	if n != 1 {
+		k.errorf(p, `set exactly one of from, env, file, none (got %d)`, n)
+	}
+}
+
+func (k *compiler) route(i int, rf RouteFile, names map[string]int, ups map[string]UpstreamFile) {
+	p := fmt.Sprintf("routes[%d]", i)
+	r := &Route{Name: rf.Name, Host: strings.ToLower(rf.Match.Host), Path: rf.Match.Path}
+	ok := true
+	if rf.Name == "" {
+		k.errorf(p+".name", "required (it names the route in logs and metrics)")
+		ok = false
+	} else if j, dup := names[rf.Name]; dup {
+		k.errorf(p+".name", "route name %q is already used by routes[%d]", rf.Name, j)
+		ok = false
+	}
+	names[rf.Name] = i
+	switch {
+	case r.Host == "":
+		k.errorf(p+".match.host", "required, e.g. %q", "api.openai.com")
+		ok = false
+	case strings.ContainsAny(r.Host, ":/ *"):
+		k.errorf(p+".match.host", "a bare host name without scheme, port, path or wildcard; got %q", rf.Match.Host)
+		ok = false
+	}
+	if r.Path != "" {
+		if !strings.HasPrefix(r.Path, "/") {
+			k.errorf(p+".match.path", "must start with /; got %q", r.Path)
+			ok = false
+		} else if _, err := path.Match(r.Path, "/"); err != nil {
+			k.errorf(p+".match.path", "bad pattern %q: %v", r.Path, err)
+			ok = false
+		}
+	}
+	if rf.Shape != "" {
+		r.Shape = rewrite.Shape(rf.Shape)
+		if !r.Shape.Valid() {
+			k.errorf(p+".shape", "must be one of openai, anthropic, gemini; got %q", rf.Shape)
+			ok = false
+		}
+	} else if r.Shape = rewrite.ShapeOfHost(r.Host); r.Shape == "" && r.Host != "" {
+		k.errorf(p+".shape", "required for host %q (not a vendor's own API host): the shape the app speaks", r.Host)
+		ok = false
+	}
+	if len(rf.Chain) == 0 {
+		k.errorf(p+".chain", "at least one upstream is required")
+		ok = false
+	}
+	seen := map[string]bool{}
+	for j, name := range rf.Chain {
+		cp := fmt.Sprintf("%s.chain[%d]", p, j)
+		uf, exists := ups[name]
+		switch {
+		case !exists:
+			k.errorf(cp, "no upstream named %q (defined: %s)", name, strings.Join(sortedKeys(ups), ", "))
+			ok = false
+			continue
+		case seen[name]:
+			k.errorf(cp, "upstream %q appears twice in the chain", name)
+			ok = false
+			continue
+		}
+		seen[name] = true
+		if r.Shape.Valid() && rewrite.Shape(uf.Shape).Valid() && rewrite.Shape(uf.Shape) != r.Shape {
+			// Cross-vendor translation lands with issue #3; until then a
+			// chain that crosses shapes would fail every request on that
+			// upstream, so it is refused up front.
+			k.errorf(cp, "upstream %q speaks %s but this route's app speaks %s; cross-vendor chains are not supported yet, use %s-shaped upstreams", name, uf.Shape, r.Shape, r.Shape)
+			ok = false
+			continue
+		}
+		if u := k.c.Upstreams[name]; u != nil {
+			r.Chain = append(r.Chain, u)
+		}
+	}
+	for j, prev := range k.c.Routes {
+		if prev.Host == r.Host && prev.Path == r.Path {
+			k.errorf(p+".match", "same host and path as routes[%d] (%q): this route would never be used", j, prev.Name)
+			ok = false
+		}
+	}
+	if ok {
+		k.c.Routes = append(k.c.Routes, r)
+		k.c.hosts[r.Host] = true
+	}
+}
+
+func (k *compiler) errorsSection(e *ErrorsFile, ups map[string]UpstreamFile) {
+	if e == nil {
+		return
+	}
+	for i, rf := range e.Rules {
+		p := fmt.Sprintf("errors.rules[%d]", i)
+		r := Rule{Upstream: rf.Upstream, Status: rf.Status, Type: rf.Type, Code: rf.Code, MessageContains: rf.MessageContains, Class: Class(rf.Class)}
+		if !r.Class.Valid() {
+			k.errorf(p+".class", "must be one of %s; got %q", classList(), rf.Class)
+		}
+		if rf.Upstream != "" {
+			if _, ok := ups[rf.Upstream]; !ok {
+				k.errorf(p+".upstream", "no upstream named %q", rf.Upstream)
+			}
+		}
+		if rf.Status == 0 && rf.Type == "" && rf.Code == "" && rf.MessageContains == "" {
+			k.errorf(p, "a rule needs at least one of status, type, code, message_contains")
+		}
+		if rf.Status != 0 && (rf.Status < 100 || rf.Status > 599) {
+			k.errorf(p+".status", "not an HTTP status: %d", rf.Status)
+		}
+		k.c.Rules = append(k.c.Rules, r)
+	}
+	for name, af := range e.Classes {
+		p := "errors.classes." + name
+		cl := Class(name)
+		if !cl.Valid() {
+			k.errorf(p, "unknown class; classes are %s", classList())
+			continue
+		}
+		a := k.c.Actions[cl]
+		switch Then(af.Then) {
+		case "":
+		case Fallback, Stop:
+			a.Then = Then(af.Then)
+		default:
+			k.errorf(p+".then", `must be "fallback" or "stop"; got %q`, af.Then)
+		}
+		a.Cooldown = k.duration(p+".cooldown", af.Cooldown, a.Cooldown)
+		a.MaxCooldown = k.duration(p+".max_cooldown", af.MaxCooldown, a.MaxCooldown)
+		k.c.Actions[cl] = a
+	}
+}
+
+func classList() string {
+	s := make([]string, len(Classes))
+	for i, c := range Classes {
+		s[i] = string(c)
+	}
+	return strings.Join(s, ", ")
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && out[j] < out[j-1]; j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
+}
+
+func exampleBaseURL(s rewrite.Shape) string {
+	switch s {
+	case rewrite.Anthropic:
+		return "https://api.anthropic.com"
+	case rewrite.Gemini:
+		return "https://generativelanguage.googleapis.com"
+	}
+	return "https://api.openai.com/v1"
+}
+
+func isCredentialHeader(canonical string) bool {
+	for _, h := range credentialHeaders {
+		if h == canonical {
+			return true
+		}
+	}
+	return false
+}
+
+func isLoopbackHost(h string) bool {
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+func validHeaderName(h string) bool {
+	if h == "" {
+		return false
+	}
+	for _, r := range h {
+		if r > 126 || r <= 32 || strings.ContainsRune(`()<>@,;:\"/[]?={}`, r) {
+			return false
+		}
+	}
+	return true
+}
+
+// globMatch matches s against a pattern where * matches any run of
+// characters (including none) and every other character matches itself.
+// Model names contain "/" and ":" (e.g. "qwen2.5:7b", "org/model"), which
+// path.Match would treat specially.
+func globMatch(pattern, s string) bool {
+	for {
+		star := strings.IndexByte(pattern, '*')
+		if star < 0 {
+			return pattern == s
+		}
+		if !strings.HasPrefix(s, pattern[:star]) {
+			return false
+		}
+		s = s[star:]
+		pattern = pattern[star+1:]
+		if pattern == "" {
+			return true
+		}
+		for i := 0; i <= len(s); i++ {
+			if globMatch(pattern, s[i:]) {
+				return true
+			}
+		}
+		return false
+	}
+}

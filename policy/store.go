@@ -1,0 +1,153 @@
+package policy
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// Store publishes the current compiled policy. Readers call Load once per
+// request and use that value throughout, so a reload never changes a
+// request's chain halfway.
+type Store struct {
+	cur      atomic.Pointer[Compiled]
+	ok, fail atomic.Uint64
+}
+
+// NewStore returns a store holding c.
+func NewStore(c *Compiled) *Store {
+	s := &Store{}
+	s.cur.Store(c)
+	return s
+}
+
+// Load returns the current policy.
+func (s *Store) Load() *Compiled { return s.cur.Load() }
+
+// Swap publishes c.
+func (s *Store) Swap(c *Compiled) { s.cur.Store(c) }
+
+// Reloads returns how many reloads succeeded and failed since start.
+func (s *Store) Reloads() (ok, failed uint64) { return s.ok.Load(), s.fail.Load() }
+
+// ReloadResult describes one reload attempt, for the caller's log.
+type ReloadResult struct {
+	// Changed is false when the file's content equals the current policy's
+	// (nothing was swapped and nothing counted).
+	Changed bool
+	// Policy is the newly published policy on success.
+	Policy *Compiled
+	// Err is why the file was refused; the previous policy stays.
+	Err error
+}
+
+// CompileFunc compiles a policy file's bytes.
+type CompileFunc func(name string, data []byte) (*Compiled, error)
+
+// Reload reads path, and publishes its policy if it compiles and differs
+// from the current one.
+func (s *Store) Reload(path string, compile CompileFunc) ReloadResult {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		s.fail.Add(1)
+		return ReloadResult{Changed: true, Err: err}
+	}
+	if cur := s.Load(); cur != nil && cur.Hash == hashOf(data) {
+		return ReloadResult{}
+	}
+	c, err := compile(path, data)
+	if err != nil {
+		s.fail.Add(1)
+		return ReloadResult{Changed: true, Err: err}
+	}
+	s.Swap(c)
+	s.ok.Add(1)
+	return ReloadResult{Changed: true, Policy: c}
+}
+
+// DefaultDebounce is how long the watcher waits after the last file event
+// before reloading: editors write a file in several steps, and the kubelet
+// swaps a ConfigMap with several renames.
+const DefaultDebounce = 100 * time.Millisecond
+
+// Watch reloads path whenever it changes, until ctx ends. It watches the
+// file's directory, not the file: editors replace files by rename, and
+// Kubernetes updates a ConfigMap volume by swapping the "..data" symlink,
+// neither of which a watch on the old inode would see. Each attempt that
+// changed something is reported to onResult.
+func (s *Store) Watch(ctx context.Context, path string, compile CompileFunc, debounce time.Duration, onResult func(ReloadResult)) error {
+	if debounce <= 0 {
+		debounce = DefaultDebounce
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return err
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	if err := w.Add(filepath.Dir(abs)); err != nil {
+		return err
+	}
+	var (
+		mu    sync.Mutex
+		timer *time.Timer
+	)
+	fire := func() {
+		if r := s.Reload(abs, compile); r.Changed && onResult != nil {
+			onResult(r)
+		}
+	}
+	defer func() {
+		mu.Lock()
+		if timer != nil {
+			timer.Stop()
+		}
+		mu.Unlock()
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-w.Events:
+			if !ok {
+				return errors.New("policy watcher closed")
+			}
+			if ev.Op == fsnotify.Chmod {
+				continue
+			}
+			// Any change in the directory may be the one that matters: the
+			// file itself, a symlink it resolves through, or "..data".
+			// Reload compares hashes, so spurious events cost one read.
+			mu.Lock()
+			if timer == nil {
+				timer = time.AfterFunc(debounce, fire)
+			} else {
+				timer.Reset(debounce)
+			}
+			mu.Unlock()
+		case err, ok := <-w.Errors:
+			if !ok {
+				return errors.New("policy watcher closed")
+			}
+			if onResult != nil {
+				onResult(ReloadResult{Changed: true, Err: err})
+			}
+		}
+	}
+}
+
+func hashOf(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,117 @@
+package policy
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func policyWithVersion(v string) string {
+	return strings.Replace(goodPolicy, `"version": "t1"`, `"version": "`+v+`"`, 1)
+}
+
+func compileTest(name string, data []byte) (*Compiled, error) {
+	return Compile(name, data, testOptions())
+}
+
+// TestWatchFollowsConfigMapSymlinkSwap reproduces how the kubelet updates a
+// ConfigMap volume: files are symlinks through "..data", which is swapped
+// atomically to a new timestamped directory.
+func TestWatchFollowsConfigMapSymlinkSwap(t *testing.T) {
+	dir := t.TempDir()
+	writeGen := func(gen, content string) {
+		d := filepath.Join(dir, gen)
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "policy.json"), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		tmp := filepath.Join(dir, "..data_tmp")
+		if err := os.Symlink(gen, tmp); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, "..data")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeGen("..2026_11_30_01", policyWithVersion("v1"))
+	if err := os.Symlink(filepath.Join("..data", "policy.json"), filepath.Join(dir, "policy.json")); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "policy.json")
+	first, err := compileTest(path, mustRead(t, path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewStore(first)
+	var mu sync.Mutex
+	var results []ReloadResult
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		_ = s.Watch(ctx, path, compileTest, 20*time.Millisecond, func(r ReloadResult) {
+			mu.Lock()
+			results = append(results, r)
+			mu.Unlock()
+		})
+	}()
+	time.Sleep(100 * time.Millisecond) // let the watch start
+
+	writeGen("..2026_11_30_02", policyWithVersion("v2"))
+	waitFor(t, func() bool { return s.Load().Version == "v2" }, "ConfigMap swap to v2")
+
+	writeGen("..2026_11_30_03", `{"upstreams": 1}`)
+	waitFor(t, func() bool { _, failed := s.Reloads(); return failed == 1 }, "refused reload counted")
+	if v := s.Load().Version; v != "v2" {
+		t.Errorf("after a bad swap version = %q; want v2 kept", v)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	last := results[len(results)-1]
+	if last.Err == nil || !strings.Contains(last.Err.Error(), "upstreams: expected an object") {
+		t.Errorf("last result = %+v; want the reason", last)
+	}
+	if ok, _ := s.Reloads(); ok != 1 {
+		t.Errorf("ok reloads = %d; want 1", ok)
+	}
+}
+
+func TestReloadSameContentIsNoop(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "policy.json")
+	if err := os.WriteFile(path, []byte(goodPolicy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := compileTest(path, []byte(goodPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewStore(c)
+	if r := s.Reload(path, compileTest); r.Changed || s.Load() != c {
+		t.Errorf("reload of identical content swapped the policy: %+v", r)
+	}
+}
+
+func mustRead(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,506 @@
+package chain
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/detour-proxy/detour/policy"
+	"github.com/detour-proxy/detour/rewrite"
+	"github.com/detour-proxy/detour/rewrite/sse"
+)
+
+// Timeout phases, as reported in policy.Outcome.Timeout and the log.
+const (
+	phaseConnect   = "connect"
+	phaseFirstByte = "first_byte"
+	phaseIdle      = "idle"
+	phaseDeadline  = "deadline"
+)
+
+// attemptTimer cancels an attempt when the phase it is armed for runs out.
+// One timer per attempt, re-armed as the attempt moves from waiting for
+// headers to reading the body, and on every read of the body.
+type attemptTimer struct {
+	mu     sync.Mutex
+	t      *time.Timer
+	cancel context.CancelFunc
+	phase  string
+	fired  string
+}
+
+func (a *attemptTimer) arm(d time.Duration, phase string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.fired != "" {
+		return
+	}
+	a.phase = phase
+	if d <= 0 {
+		d = time.Nanosecond
+	}
+	if a.t == nil {
+		a.t = time.AfterFunc(d, a.fire)
+		return
+	}
+	a.t.Reset(d)
+}
+
+func (a *attemptTimer) fire() {
+	a.mu.Lock()
+	a.fired = a.phase
+	a.mu.Unlock()
+	a.cancel()
+}
+
+func (a *attemptTimer) stop() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.t != nil {
+		a.t.Stop()
+	}
+}
+
+// firedPhase is the phase whose timeout cancelled the attempt, or "".
+func (a *attemptTimer) firedPhase() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.fired
+}
+
+// timedReader re-arms the attempt's timer on every read, so that the idle
+// timeout measures silence between bytes, not the length of the stream.
+type timedReader struct {
+	r     io.Reader
+	timer *attemptTimer
+	// next computes the timeout and phase for the next read.
+	next func() (time.Duration, string)
+}
+
+func (t *timedReader) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if n > 0 {
+		d, ph := t.next()
+		t.timer.arm(d, ph)
+	}
+	return n, err
+}
+
+// attempt sends the request to one upstream and handles its answer. It
+// returns true when the request is finished (answered, stopped, or the app
+// went away) and false when the chain should go on.
+func (s *session) attempt(u *policy.Upstream, model string, last bool) bool {
+	start := time.Now()
+	ar := AttemptRecord{Upstream: u.Name, Model: model}
+	finish := func(outcome, class, reason string, status int) {
+		ar.Outcome, ar.Class, ar.Reason, ar.Status = outcome, class, reason, status
+		ar.Duration = time.Since(start)
+		s.rec.Attempts = append(s.rec.Attempts, ar)
+	}
+
+	ctx, cancel := context.WithCancel(s.req.Context())
+	defer cancel()
+	timer := &attemptTimer{cancel: cancel}
+	defer timer.stop()
+	// Before the commit point an attempt is bounded both by its own phase
+	// timeout and by what is left of the request's deadline.
+	bounded := func(d time.Duration, phase string) (time.Duration, string) {
+		if left := time.Until(s.deadline); left < d {
+			return left, phaseDeadline
+		}
+		return d, phase
+	}
+	timer.arm(bounded(u.Timeouts.FirstByte, phaseFirstByte))
+
+	upReq, err := s.buildRequest(ctx, u, model)
+	if err != nil {
+		// Only SetModel can fail here, and the body was already parsed.
+		finish(OutcomeStop, string(policy.ClassInvalidRequest), err.Error(), 0)
+		s.writeAppError(http.StatusBadRequest, policy.ClassInvalidRequest, "detour: "+err.Error(), 0)
+		return true
+	}
+	resp, err := s.r.Transports.For(u).RoundTrip(upReq)
+	if err != nil {
+		if contextDone(s.req.Context()) {
+			finish(OutcomeClientGone, "", "client went away while waiting for "+u.Name, 0)
+			s.clientGone("before any answer")
+			return true
+		}
+		phase := timer.firedPhase()
+		if phase == "" && isConnectTimeout(err) {
+			phase = phaseConnect
+		}
+		v := s.pol.ClassifyFor(u.Name, policy.Outcome{Shape: u.Shape, Err: err, Timeout: phase}, s.r.now())
+		return s.failed(u, v, &failure{upstream: u.Name, verdict: v}, last, finish)
+	}
+	defer resp.Body.Close()
+
+	body := &timedReader{r: resp.Body, timer: timer, next: func() (time.Duration, string) { return bounded(u.Timeouts.Idle, phaseIdle) }}
+	timer.arm(bounded(u.Timeouts.Idle, phaseIdle))
+
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		errBody, _ := io.ReadAll(io.LimitReader(body, maxErrorBody))
+		if contextDone(s.req.Context()) {
+			finish(OutcomeClientGone, "", "client went away", resp.StatusCode)
+			s.clientGone("while reading an upstream error")
+			return true
+		}
+		v := s.pol.ClassifyFor(u.Name, policy.Outcome{Shape: u.Shape, Status: resp.StatusCode, Header: resp.Header, Body: errBody, Timeout: timer.firedPhase()}, s.r.now())
+		if v.Class == policy.ClassNone {
+			// A 1xx/3xx final answer is not something an SDK call expects.
+			v.Class, v.Reason = policy.ClassBadResponse, "unexpected status "+strconv.Itoa(resp.StatusCode)
+		}
+		return s.failed(u, v, &failure{upstream: u.Name, verdict: v, status: resp.StatusCode, header: resp.Header, body: errBody}, last, finish)
+	}
+
+	if s.stream && isEventStream(resp.Header) {
+		return s.streamAnswer(u, resp, body, timer, last, finish)
+	}
+
+	full, err := io.ReadAll(io.LimitReader(body, maxResponseBody))
+	if err != nil {
+		if contextDone(s.req.Context()) {
+			finish(OutcomeClientGone, "", "client went away", resp.StatusCode)
+			s.clientGone("while reading the answer")
+			return true
+		}
+		v := s.pol.ClassifyFor(u.Name, policy.Outcome{Shape: u.Shape, Err: err, Timeout: timer.firedPhase()}, s.r.now())
+		return s.failed(u, v, &failure{upstream: u.Name, verdict: v}, last, finish)
+	}
+	v := s.pol.ClassifyFor(u.Name, policy.Outcome{Shape: u.Shape, Status: resp.StatusCode, Header: resp.Header, Body: full}, s.r.now())
+	if v.Class != policy.ClassNone {
+		return s.failed(u, v, &failure{upstream: u.Name, verdict: v, status: resp.StatusCode, header: resp.Header, body: full}, last, finish)
+	}
+
+	// Commit: the whole answer is here and it is good.
+	finish(OutcomeOK, "", "", resp.StatusCode)
+	h := s.w.Header()
+	copyResponseHeaders(h, resp.Header)
+	h.Set("Content-Length", strconv.Itoa(len(full)))
+	s.answeredBy(u.Name)
+	s.w.WriteHeader(resp.StatusCode)
+	s.rec.TTFB = time.Since(s.rec.Start)
+	s.rec.Status = resp.StatusCode
+	if _, err := s.w.Write(full); err != nil {
+		s.rec.Error = "client went away while the answer was written"
+	}
+	if use, ok := rewrite.ExtractUsage(u.Shape, full); ok {
+		s.rec.Usage = use
+	}
+	return true
+}
+
+func (s *session) answeredBy(name string) {
+	s.rec.AnsweredBy = name
+	s.setDetourHeaders(name)
+}
+
+// failed records a failed attempt, starts its cooldown, and either stops
+// (writing the upstream's own error to the app) or lets the chain go on.
+func (s *session) failed(u *policy.Upstream, v policy.Verdict, f *failure, last bool, finish func(outcome, class, reason string, status int)) bool {
+	reason := v.Reason
+	if cd := s.cooldown(u.Name, v); cd != "" {
+		reason += "; " + cd
+	}
+	if s.pol.Action(v.Class).Then == policy.Stop {
+		finish(OutcomeStop, string(v.Class), reason, f.status)
+		s.rec.Error = "stopped: " + string(v.Class)
+		s.writeUpstreamError(f)
+		return true
+	}
+	outcome := OutcomeFallback
+	if last {
+		outcome = OutcomeExhausted
+	}
+	finish(outcome, string(v.Class), reason, f.status)
+	s.failures = append(s.failures, f)
+	return false
+}
+
+// streamAnswer reads an upstream stream up to its commit point — the first
+// event that carries content — holding back the events before it, so that an
+// early in-stream error still falls over. After the commit point every event
+// is written and flushed as it arrives.
+func (s *session) streamAnswer(u *policy.Upstream, resp *http.Response, body io.Reader, timer *attemptTimer, last bool, finish func(outcome, class, reason string, status int)) bool {
+	rd := sse.NewReader(body)
+	var pending bytes.Buffer
+	var usage usageMerger
+	for {
+		ev, err := rd.Next()
+		if err != nil {
+			if contextDone(s.req.Context()) {
+				finish(OutcomeClientGone, "", "client went away", resp.StatusCode)
+				s.clientGone("before the commit point")
+				return true
+			}
+			var v policy.Verdict
+			if errors.Is(err, io.EOF) {
+				v = policy.Verdict{Class: policy.ClassBadResponse, Reason: "stream ended before any content"}
+			} else {
+				v = s.pol.ClassifyFor(u.Name, policy.Outcome{Shape: u.Shape, Err: err, Timeout: timer.firedPhase()}, s.r.now())
+			}
+			return s.failed(u, v, &failure{upstream: u.Name, verdict: v}, last, finish)
+		}
+		kind := rewrite.InspectEvent(u.Shape, ev)
+		switch kind {
+		case rewrite.EventMeta:
+			pending.Write(ev.Raw)
+			usage.add(u.Shape, ev.Data)
+			if pending.Len() < maxPending {
+				continue
+			}
+		case rewrite.EventError:
+			v := s.pol.ClassifyFor(u.Name, policy.Outcome{Shape: u.Shape, Status: resp.StatusCode, Header: resp.Header, Body: ev.Data, InStream: true}, s.r.now())
+			if v.Class == policy.ClassNone {
+				v.Class, v.Reason = policy.ClassServerError, "in-stream error"
+			}
+			f := &failure{upstream: u.Name, verdict: v, status: resp.StatusCode, header: resp.Header, inStream: true,
+				prefix: bytes.Clone(pending.Bytes()), body: bytes.Clone(ev.Raw)}
+			return s.failed(u, v, f, last, finish)
+		}
+		// Commit point.
+		finish(OutcomeOK, "", "", resp.StatusCode)
+		h := s.w.Header()
+		copyResponseHeaders(h, resp.Header)
+		s.answeredBy(u.Name)
+		s.w.WriteHeader(resp.StatusCode)
+		s.rec.TTFB = time.Since(s.rec.Start)
+		s.rec.Status = resp.StatusCode
+		timer.arm(u.Timeouts.Idle, phaseIdle)
+		// After the commit point the request's deadline no longer applies:
+		// a long answer is fine as long as bytes keep coming.
+		if t, ok := body.(*timedReader); ok {
+			t.next = func() (time.Duration, string) { return u.Timeouts.Idle, phaseIdle }
+		}
+		usage.add(u.Shape, ev.Data)
+		s.pump(u, rd, append(pending.Bytes(), ev.Raw...), kind == rewrite.EventDone || endsStream(u.Shape, ev), timer, &usage)
+		return true
+	}
+}
+
+// pump forwards the rest of a committed stream event by event. Whole events
+// only: if the upstream breaks off, the app gets a complete in-stream error
+// event in its own shape rather than half a JSON line.
+func (s *session) pump(u *policy.Upstream, rd *sse.Reader, first []byte, ended bool, timer *attemptTimer, usage *usageMerger) {
+	rc := http.NewResponseController(s.w)
+	write := func(b []byte) bool {
+		if _, err := s.w.Write(b); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	defer func() { s.rec.Usage = usage.u }()
+	if !write(first) {
+		s.clientGoneAfterCommit()
+		return
+	}
+	for {
+		ev, err := rd.Next()
+		if err != nil {
+			if contextDone(s.req.Context()) {
+				s.clientGoneAfterCommit()
+				return
+			}
+			if errors.Is(err, io.EOF) && ended {
+				return
+			}
+			class, msg := policy.ClassServerError, "detour: upstream "+u.Name+" ended the stream before it was complete"
+			if ph := timer.firedPhase(); ph != "" {
+				class, msg = policy.ClassTimeout, fmt.Sprintf("detour: upstream %s sent nothing for %s", u.Name, u.Timeouts.Idle)
+			} else if !errors.Is(err, io.EOF) {
+				msg += ": " + err.Error()
+			}
+			s.cut(u, class, msg)
+			write(rewrite.StreamErrorEvent(s.app, rewrite.AppError{Status: rewrite.StatusForClass(string(class)), Class: string(class), Message: msg}))
+			return
+		}
+		kind := rewrite.InspectEvent(u.Shape, ev)
+		if kind == rewrite.EventDone || endsStream(u.Shape, ev) {
+			ended = true
+		}
+		if kind == rewrite.EventError {
+			// The vendor's own in-stream error, already in the app's shape:
+			// forwarded as is, and the stream counts as ended by it.
+			ended = true
+			s.cut(u, policy.ClassServerError, "upstream in-stream error after the commit point")
+		}
+		usage.add(u.Shape, ev.Data)
+		if !write(ev.Raw) {
+			s.clientGoneAfterCommit()
+			return
+		}
+	}
+}
+
+// cut marks the answering attempt as failed after the commit point.
+func (s *session) cut(u *policy.Upstream, class policy.Class, msg string) {
+	if n := len(s.rec.Attempts); n > 0 {
+		a := &s.rec.Attempts[n-1]
+		a.Outcome, a.Class, a.Reason = OutcomeCut, string(class), msg
+	}
+	s.rec.Error = msg
+}
+
+func (s *session) clientGoneAfterCommit() {
+	s.rec.Error = "client went away during the stream"
+	if n := len(s.rec.Attempts); n > 0 {
+		s.rec.Attempts[n-1].Outcome = OutcomeClientGone
+	}
+}
+
+// endsStream reports whether ev is a stream's natural last event for shapes
+// whose streams have no terminator: Gemini's last chunk carries finishReason.
+func endsStream(shape rewrite.Shape, ev sse.Event) bool {
+	return shape == rewrite.Gemini && bytes.Contains(ev.Data, []byte(`"finishReason"`))
+}
+
+// usageMerger keeps token counts across stream events: Anthropic reports
+// input in message_start and cumulative output in message_delta; OpenAI
+// once at the end; Gemini cumulatively in every chunk.
+type usageMerger struct{ u rewrite.Usage }
+
+func (m *usageMerger) add(shape rewrite.Shape, data []byte) {
+	use, ok := rewrite.ExtractUsage(shape, data)
+	if !ok {
+		return
+	}
+	if use.Input > 0 {
+		m.u.Input = use.Input
+	}
+	if use.Output > 0 {
+		m.u.Output = use.Output
+	}
+}
+
+func isEventStream(h http.Header) bool {
+	mt, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
+	return mt == "text/event-stream"
+}
+
+func isConnectTimeout(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" && op.Timeout() {
+		return true
+	}
+	return strings.Contains(err.Error(), "TLS handshake timeout")
+}
+
+// buildRequest rewrites the app's request for one upstream: its URL, its
+// model, and its credential. Every credential the app sent is removed first;
+// the app's own key goes back only to an upstream with auth "client".
+func (s *session) buildRequest(ctx context.Context, u *policy.Upstream, model string) (*http.Request, error) {
+	rel := strings.TrimPrefix(s.req.URL.Path, s.app.APIRoot())
+	if u.Shape == rewrite.Gemini && model != s.model {
+		if p, ok := rewrite.SetGeminiModelInPath(rel, model); ok {
+			rel = p
+		}
+	}
+	target := *u.BaseURL
+	target.Path = u.BaseURL.Path + rel
+	target.RawPath = ""
+	q := s.req.URL.Query()
+	clientQueryKey := q.Get("key")
+	q.Del("key")
+	target.RawQuery = q.Encode()
+
+	body := s.body
+	if model != s.model && u.Shape != rewrite.Gemini {
+		b, err := rewrite.SetModel(body, model)
+		if err != nil {
+			return nil, fmt.Errorf("cannot set model for upstream %s: %w", u.Name, err)
+		}
+		body = b
+	}
+
+	h := s.req.Header.Clone()
+	for _, c := range h.Values("Connection") {
+		for _, f := range strings.Split(c, ",") {
+			h.Del(strings.TrimSpace(f))
+		}
+	}
+	for _, k := range hopHeaders {
+		h.Del(k)
+	}
+	for _, k := range policy.CredentialHeaders() {
+		h.Del(k)
+	}
+	for k := range h {
+		if strings.HasPrefix(k, "X-Detour-") {
+			h.Del(k)
+		}
+	}
+	// Let the transport negotiate gzip and decode it: detour must read
+	// error bodies and stream events.
+	h.Del("Accept-Encoding")
+	h.Del("Content-Length")
+	h.Del("Host")
+	for k, vs := range u.Headers {
+		h[k] = append([]string(nil), vs...)
+	}
+	switch u.Auth {
+	case policy.AuthClient:
+		copyClientCredential(h, s.req.Header, clientQueryKey, u.Shape)
+	case policy.AuthKey:
+		setKey(h, u.Shape, string(u.Key))
+	}
+	if u.Shape == rewrite.Anthropic && h.Get("Anthropic-Version") == "" {
+		h.Set("Anthropic-Version", "2023-06-01")
+	}
+
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target.String(), bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header = h
+	req.ContentLength = int64(len(body))
+	return req, nil
+}
+
+// copyClientCredential puts back the app's own credential for an upstream of
+// the app's shape. Only the header that shape uses is copied.
+func copyClientCredential(dst, src http.Header, queryKey string, shape rewrite.Shape) {
+	switch shape {
+	case rewrite.OpenAI:
+		copyHeader(dst, src, "Authorization")
+		copyHeader(dst, src, "Api-Key") // Azure OpenAI
+	case rewrite.Anthropic:
+		copyHeader(dst, src, "X-Api-Key")
+		copyHeader(dst, src, "Authorization") // Anthropic SDKs' auth-token mode
+	case rewrite.Gemini:
+		copyHeader(dst, src, "X-Goog-Api-Key")
+		if dst.Get("X-Goog-Api-Key") == "" && queryKey != "" {
+			// Moved from ?key= to the header so it cannot end up in an
+			// access log on the way.
+			dst.Set("X-Goog-Api-Key", queryKey)
+		}
+	}
+}
+
+func copyHeader(dst, src http.Header, k string) {
+	if v := src.Values(k); len(v) > 0 {
+		dst[k] = append([]string(nil), v...)
+	}
+}
+
+func setKey(h http.Header, shape rewrite.Shape, key string) {
+	switch shape {
+	case rewrite.OpenAI:
+		h.Set("Authorization", "Bearer "+key)
+	case rewrite.Anthropic:
+		h.Set("X-Api-Key", key)
+	case rewrite.Gemini:
+		h.Set("X-Goog-Api-Key", key)
+	}
+}
+
+var _ = url.Values{}

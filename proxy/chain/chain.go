@@ -1,0 +1,493 @@
+// Package chain runs one app request through its route's chain of
+// upstreams: select, rewrite, round trip, classify, then fall over, stop or
+// answer; and, for streams, hold the response back until its commit point.
+//
+// chain works on a plain *http.Request and http.ResponseWriter, so it is
+// tested without goproxy; the proxy package adapts its listeners to it.
+// chain imports policy, rewrite and health, never proxy.
+package chain
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/detour-proxy/detour/policy"
+	"github.com/detour-proxy/detour/proxy/health"
+	"github.com/detour-proxy/detour/rewrite"
+)
+
+// Response headers detour adds to every answer.
+const (
+	HeaderRequestID  = "X-Detour-Request-Id"
+	HeaderAnsweredBy = "X-Detour-Answered-By"
+	HeaderAttempts   = "X-Detour-Attempts"
+)
+
+// DefaultMaxBodyBytes bounds a request body detour buffers for replay. The
+// largest vendor limit is Anthropic's 32 MB request size.
+const DefaultMaxBodyBytes = 32 << 20
+
+// maxErrorBody bounds how much of an upstream error body is read to
+// classify it; error envelopes are small, HTML pages may not be.
+const maxErrorBody = 1 << 20
+
+// maxResponseBody bounds a non-streaming upstream answer held before it is
+// forwarded (it is held whole so that a 200 with an HTML page can still fall
+// over).
+const maxResponseBody = 64 << 20
+
+// maxPending bounds the stream bytes held before the commit point. A stream
+// that sends this much without content is committed anyway rather than
+// buffered without limit.
+const maxPending = 1 << 20
+
+// Target is where the app addressed its request.
+type Target struct {
+	// Host is the vendor host, lower case, without port.
+	Host string
+	// Port is the port the app connected to ("443" when empty).
+	Port string
+	// Mode is how the request reached detour: "proxy" or "base_url".
+	Mode string
+}
+
+// Runner runs requests through chains. One Runner serves the whole process;
+// it is safe for concurrent use.
+type Runner struct {
+	// Policy returns the current policy; called once per request.
+	Policy func() *policy.Compiled
+	// Health holds cooldowns by upstream name, across reloads.
+	Health *health.Registry
+	// Transports reach the upstreams.
+	Transports *Transports
+	// Passthrough forwards requests that no route takes to the host the app
+	// addressed, unchanged. It must verify TLS.
+	Passthrough http.RoundTripper
+	// Log receives the canonical log line of every request.
+	Log zerolog.Logger
+	// Now is the clock for cooldowns; default time.Now.
+	Now func() time.Time
+	// MaxBodyBytes bounds request bodies; default DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// OnRecord, when set, is called with every finished record (metrics,
+	// the `detour run` summary, tests). It must not keep the record.
+	OnRecord func(*Record)
+}
+
+func (r *Runner) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// Serve answers one app request addressed to t.
+func (r *Runner) Serve(w http.ResponseWriter, req *http.Request, t Target) {
+	pol := r.Policy()
+	rec := &Record{
+		ID:     newID(),
+		Mode:   t.Mode,
+		Host:   t.Host,
+		Method: req.Method,
+		Path:   req.URL.Path,
+		Policy: pol.Version,
+		Start:  time.Now(),
+		Cache:  "off",
+	}
+	w.Header().Set(HeaderRequestID, rec.ID)
+	defer func() {
+		rec.Total = time.Since(rec.Start)
+		rec.Log(r.Log)
+		if r.OnRecord != nil {
+			r.OnRecord(rec)
+		}
+	}()
+
+	route := pol.Route(t.Host, req.URL.Path)
+	if route == nil || req.Method != http.MethodPost {
+		// Only POSTs carry completions; model listings and the like go to
+		// the vendor the app addressed, untouched.
+		if route != nil {
+			rec.Route = route.Name
+		}
+		r.passthrough(w, req, t, rec)
+		return
+	}
+	rec.Route = route.Name
+	s := &session{r: r, pol: pol, route: route, rec: rec, w: w, req: req, app: route.Shape}
+	s.run()
+}
+
+// passthrough forwards a request to the host the app addressed, with its own
+// credentials (they are going where the app sent them).
+func (r *Runner) passthrough(w http.ResponseWriter, req *http.Request, t Target, rec *Record) {
+	host := t.Host
+	if t.Port != "" && t.Port != "443" {
+		host += ":" + t.Port
+	}
+	sw := &statusWriter{ResponseWriter: w}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme = "https"
+			pr.Out.URL.Host = host
+			pr.Out.Host = host
+			// The app's request reached detour as a proxy request; do not
+			// announce detour to the vendor.
+			pr.Out.Header.Del("X-Forwarded-For")
+		},
+		Transport:     r.Passthrough,
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, req *http.Request, err error) {
+			if req.Context().Err() != nil {
+				rec.Status = 499
+				rec.Error = "client went away"
+				return
+			}
+			rec.Error = "passthrough: " + err.Error()
+			http.Error(w, "detour: cannot reach "+host+": "+err.Error(), http.StatusBadGateway)
+		},
+	}
+	rp.ServeHTTP(sw, req)
+	rec.AnsweredBy = "passthrough"
+	if rec.Status == 0 {
+		rec.Status = sw.status
+	}
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(p []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(p)
+}
+
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+func newID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// session is one app request on its way through a chain.
+type session struct {
+	r     *Runner
+	pol   *policy.Compiled
+	route *policy.Route
+	rec   *Record
+	w     http.ResponseWriter
+	req   *http.Request
+	app   rewrite.Shape
+
+	body     []byte
+	model    string
+	stream   bool
+	deadline time.Time
+	failures []*failure
+	// soonest is the earliest time a skipped upstream comes back, for the
+	// app's retry-after when nothing answered.
+	soonest time.Time
+}
+
+// failure is one failed attempt, kept to build the app's answer when the
+// chain runs out.
+type failure struct {
+	upstream string
+	verdict  policy.Verdict
+	status   int
+	header   http.Header
+	body     []byte
+	// inStream: body is the raw SSE error event; prefix the events before it.
+	inStream bool
+	prefix   []byte
+}
+
+func (s *session) run() {
+	body, err := readBody(s.req.Body, s.maxBody())
+	if err != nil {
+		if errors.Is(err, errTooLarge) {
+			s.writeAppError(http.StatusRequestEntityTooLarge, policy.ClassInvalidRequest,
+				fmt.Sprintf("detour: request body exceeds %d bytes", s.maxBody()), 0)
+			s.rec.Error = "request body too large"
+			return
+		}
+		s.clientGone("reading the request body: " + err.Error())
+		return
+	}
+	s.body = body
+	if !s.parseRequest() {
+		return
+	}
+	s.deadline = s.rec.Start.Add(s.pol.Deadline)
+
+	chainLen := len(s.route.Chain)
+	for i, u := range s.route.Chain {
+		last := i == chainLen-1
+		now := s.r.now()
+		if cd, cooling := s.r.Health.CoolingDown(u.Name, now); cooling && !(last && s.pol.NeverSkipLast) {
+			s.skip(u.Name, "cooling down until "+cd.Until.UTC().Format(time.RFC3339)+" ("+cd.Reason+")")
+			if s.soonest.IsZero() || cd.Until.Before(s.soonest) {
+				s.soonest = cd.Until
+			}
+			continue
+		}
+		model, ok := u.MapModel(s.model)
+		if !ok {
+			s.skip(u.Name, fmt.Sprintf("no models entry matches %q", s.model))
+			continue
+		}
+		if !time.Now().Before(s.deadline) {
+			s.failures = append(s.failures, &failure{upstream: u.Name, verdict: policy.Verdict{Class: policy.ClassTimeout, Reason: "deadline passed before this upstream"}})
+			s.rec.Attempts = append(s.rec.Attempts, AttemptRecord{Upstream: u.Name, Model: model, Class: string(policy.ClassTimeout), Outcome: OutcomeSkipped, Reason: "deadline " + s.pol.Deadline.String() + " passed"})
+			break
+		}
+		done := s.attempt(u, model, last)
+		if done {
+			return
+		}
+	}
+	s.writeExhausted()
+}
+
+func (s *session) maxBody() int64 {
+	if s.r.MaxBodyBytes > 0 {
+		return s.r.MaxBodyBytes
+	}
+	return DefaultMaxBodyBytes
+}
+
+// parseRequest reads the model and stream flag, answering a malformed
+// request with a 400 in the app's shape (and sending it nowhere).
+func (s *session) parseRequest() bool {
+	if s.app == rewrite.Gemini {
+		model, method, ok := rewrite.GeminiModelFromPath(s.req.URL.Path)
+		if !ok {
+			s.writeAppError(http.StatusNotFound, policy.ClassInvalidRequest, "detour: not a Gemini model endpoint: "+s.req.URL.Path, 0)
+			s.rec.Error = "bad gemini path"
+			return false
+		}
+		s.model = model
+		s.stream = method == "streamGenerateContent"
+		if _, err := rewrite.PeekRequest(s.body); err != nil {
+			s.badRequest(err)
+			return false
+		}
+	} else {
+		f, err := rewrite.PeekRequest(s.body)
+		if err != nil {
+			s.badRequest(err)
+			return false
+		}
+		s.model, s.stream = f.Model, f.Stream
+	}
+	s.rec.Model, s.rec.Stream = s.model, s.stream
+	if s.pol.LogPrompts {
+		s.rec.Prompt = truncate(string(s.body), 4096)
+	}
+	return true
+}
+
+func (s *session) badRequest(err error) {
+	s.writeAppError(http.StatusBadRequest, policy.ClassInvalidRequest, "detour: the request body is not valid JSON: "+err.Error(), 0)
+	s.rec.Error = "malformed request body"
+}
+
+func (s *session) skip(upstream, reason string) {
+	s.rec.Attempts = append(s.rec.Attempts, AttemptRecord{Upstream: upstream, Outcome: OutcomeSkipped, Reason: reason})
+}
+
+func (s *session) clientGone(why string) {
+	s.rec.Status = 499
+	s.rec.Error = "client went away: " + why
+}
+
+// cooldown starts the cooldown a verdict's class calls for: the class's
+// configured length, or the vendor's own reset time when it names one
+// (capped by max_cooldown).
+func (s *session) cooldown(upstream string, v policy.Verdict) string {
+	act := s.pol.Action(v.Class)
+	now := s.r.now()
+	until := time.Time{}
+	if act.Cooldown > 0 {
+		until = now.Add(act.Cooldown)
+	}
+	if !v.ResetAt.IsZero() && v.ResetAt.After(until) && act.Cooldown > 0 {
+		until = v.ResetAt
+		if limit := now.Add(act.MaxCooldown); until.After(limit) {
+			until = limit
+		}
+	}
+	if until.IsZero() {
+		return ""
+	}
+	cd := s.r.Health.StartCooldown(upstream, until, v.Reason)
+	return "cooldown until " + cd.Until.UTC().Format(time.RFC3339)
+}
+
+// writeAppError answers the app with detour's own error in its envelope.
+func (s *session) writeAppError(status int, class policy.Class, msg string, retryAfter time.Duration) {
+	st, body := rewrite.ErrorBody(s.app, rewrite.AppError{Status: status, Class: string(class), Message: msg})
+	h := s.w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	if retryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(int((retryAfter+time.Second-1)/time.Second)))
+	}
+	s.setDetourHeaders("")
+	s.w.WriteHeader(st)
+	_, _ = s.w.Write(body)
+	s.rec.Status = st
+}
+
+func (s *session) setDetourHeaders(answeredBy string) {
+	h := s.w.Header()
+	if answeredBy == "" {
+		answeredBy = "none"
+	}
+	h.Set(HeaderAnsweredBy, answeredBy)
+	h.Set(HeaderAttempts, strconv.Itoa(s.rec.sentAttempts()))
+}
+
+// writeExhausted answers when no upstream answered: an error in the app's
+// envelope whose class (and so status and vendor error type) is the last
+// failure's, whose message carries the last vendor's own words and a
+// summary of the chain, with retry-after when some upstream said when to
+// come back.
+func (s *session) writeExhausted() {
+	if len(s.failures) == 0 {
+		// Nothing was sent: every upstream was skipped.
+		if !s.soonest.IsZero() {
+			s.rec.Error = "every upstream is cooling down"
+			s.writeAppError(http.StatusServiceUnavailable, policy.ClassOverloaded,
+				"detour: every upstream of route "+s.route.Name+" is cooling down; "+s.summary(), time.Until(s.soonest))
+			return
+		}
+		s.rec.Error = "no upstream serves model " + s.model
+		s.writeAppError(http.StatusBadRequest, policy.ClassInvalidRequest,
+			fmt.Sprintf("detour: no upstream of route %s serves model %q (check the upstreams' models mappings)", s.route.Name, s.model), 0)
+		return
+	}
+	last := s.failures[len(s.failures)-1]
+	var retry time.Duration
+	for _, f := range s.failures {
+		if ra := f.verdict.RetryAfter; ra > 0 && (retry == 0 || ra < retry) {
+			retry = ra
+		}
+	}
+	if !s.soonest.IsZero() {
+		if d := time.Until(s.soonest); d > 0 && (retry == 0 || d < retry) {
+			retry = d
+		}
+	}
+	msg := "detour: every upstream failed: " + s.summary()
+	if m := last.verdict.Info.Message; m != "" {
+		msg = m + " (" + msg + ")"
+	}
+	s.rec.Error = "every upstream failed"
+	s.writeAppError(rewrite.StatusForClass(string(last.verdict.Class)), last.verdict.Class, msg, retry)
+}
+
+// summary lists each attempt's upstream and reason, for error messages.
+func (s *session) summary() string {
+	parts := make([]string, 0, len(s.rec.Attempts))
+	for _, a := range s.rec.Attempts {
+		parts = append(parts, a.Upstream+": "+a.Reason)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// writeUpstreamError returns a failed attempt's own answer to the app,
+// unchanged: for a stop class (400, 401, content filter) the app's SDK must
+// see the vendor's own error type and message.
+func (s *session) writeUpstreamError(f *failure) {
+	h := s.w.Header()
+	copyResponseHeaders(h, f.header)
+	s.setDetourHeaders(f.upstream)
+	s.rec.AnsweredBy = ""
+	if f.inStream {
+		h.Del("Content-Length")
+		s.w.WriteHeader(http.StatusOK)
+		_, _ = s.w.Write(f.prefix)
+		_, _ = s.w.Write(f.body)
+		s.rec.Status = http.StatusOK
+		return
+	}
+	h.Set("Content-Length", strconv.Itoa(len(f.body)))
+	s.w.WriteHeader(f.status)
+	_, _ = s.w.Write(f.body)
+	s.rec.Status = f.status
+}
+
+// hopHeaders are hop-by-hop headers (RFC 9110 §7.6.1) and the headers that
+// the transport recomputes; none is forwarded in either direction.
+var hopHeaders = []string{
+	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+func copyResponseHeaders(dst, src http.Header) {
+	for k, vs := range src {
+		dst[k] = append([]string(nil), vs...)
+	}
+	for _, c := range src.Values("Connection") {
+		for _, f := range strings.Split(c, ",") {
+			dst.Del(strings.TrimSpace(f))
+		}
+	}
+	for _, k := range hopHeaders {
+		dst.Del(k)
+	}
+	dst.Del("Content-Length")
+	// The transport asked for and decoded gzip itself; what the app gets is
+	// identity-encoded.
+	dst.Del("Content-Encoding")
+}
+
+var errTooLarge = errors.New("body too large")
+
+func readBody(b io.ReadCloser, limit int64) ([]byte, error) {
+	if b == nil || b == http.NoBody {
+		return nil, nil
+	}
+	data, err := io.ReadAll(io.LimitReader(b, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, errTooLarge
+	}
+	return data, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// contextErr reports whether the app's side of the request has ended.
+func contextDone(ctx context.Context) bool { return ctx.Err() != nil }

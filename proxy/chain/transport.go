@@ -1,0 +1,92 @@
+package chain
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/detour-proxy/detour/policy"
+)
+
+// DialFunc dials an upstream. The proxy supplies one that refuses detour's
+// own listen addresses, so that a policy pointing at detour itself cannot
+// make it call itself forever.
+type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// Transports hands out one *http.Transport per upstream configuration and
+// keeps it across policy reloads, so that a reload does not throw away warm
+// connections. Safe for concurrent use.
+type Transports struct {
+	// Dial, if set, wraps every upstream dial (after the connect timeout
+	// is applied).
+	Dial DialFunc
+
+	mu sync.Mutex
+	m  map[transportKey]*http.Transport
+}
+
+type transportKey struct {
+	caFile  string
+	connect time.Duration
+}
+
+// For returns the transport for an upstream.
+func (t *Transports) For(u *policy.Upstream) *http.Transport {
+	k := transportKey{caFile: u.CAFile, connect: u.Timeouts.Connect}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if tr, ok := t.m[k]; ok {
+		return tr
+	}
+	if t.m == nil {
+		t.m = map[transportKey]*http.Transport{}
+	}
+	tr := NewTransport(u.Timeouts.Connect, u.RootCAs, t.Dial)
+	t.m[k] = tr
+	return tr
+}
+
+// CloseIdle closes idle connections of every transport.
+func (t *Transports) CloseIdle() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, tr := range t.m {
+		tr.CloseIdleConnections()
+	}
+}
+
+// NewTransport returns the transport detour uses to reach upstreams and
+// passed-through hosts. Unlike goproxy's default transport it verifies TLS
+// (system roots plus roots, when given), and it never reads HTTPS_PROXY:
+// detour is itself the HTTPS_PROXY of the app, and often of its own process
+// too (detour run), so honouring it would send detour's traffic back to
+// detour.
+func NewTransport(connect time.Duration, roots *x509.CertPool, dial DialFunc) *http.Transport {
+	d := &net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}
+	dialCtx := d.DialContext
+	if dial != nil {
+		dialCtx = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			ctx, cancel := context.WithTimeout(ctx, connect)
+			defer cancel()
+			return dial(ctx, network, addr)
+		}
+	}
+	// RootCAs nil means the system roots; an upstream's ca_file pool
+	// already contains the system roots plus its own.
+	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots}
+	return &http.Transport{
+		Proxy:                 nil,
+		DialContext:           dialCtx,
+		TLSClientConfig:       tlsCfg,
+		TLSHandshakeTimeout:   connect,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          256,
+		MaxIdleConnsPerHost:   64,
+		IdleConnTimeout:       90 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+}

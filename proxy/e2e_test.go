@@ -1,0 +1,589 @@
+package proxy_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anthropics/anthropic-sdk-go"
+	aoption "github.com/anthropics/anthropic-sdk-go/option"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/detour-proxy/detour/proxy/chain"
+	"github.com/detour-proxy/detour/proxy/detourtest"
+	"github.com/detour-proxy/detour/rewrite"
+	fv "github.com/detour-proxy/detour/rewrite/fakevendor"
+)
+
+const (
+	appOpenAIKey    = "sk-app-openai-SECRET"
+	appAnthropicKey = "sk-ant-app-SECRET"
+	backupKey       = "sk-backup-key"
+)
+
+// twoUpstreams is a policy whose route for the app's vendor host chains a
+// primary (the app's own key) and a backup (detour's own key from a file).
+func twoUpstreams(t *testing.T, shape rewrite.Shape, primary, backup *detourtest.Vendor, extra string) string {
+	t.Helper()
+	keyFile := filepath.Join(t.TempDir(), "backup.key")
+	if err := os.WriteFile(keyFile, []byte(backupKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := "/v1/chat/completions"
+	if shape == rewrite.Anthropic {
+		path = "/v1/messages"
+	}
+	return fmt.Sprintf(`{
+  "upstreams": {
+    "primary": {"shape": %[1]q, "base_url": %[2]q, "ca_file": %[3]q, "auth": {"from": "client"}},
+    "backup":  {"shape": %[1]q, "base_url": %[4]q, "ca_file": %[5]q, "auth": {"file": %[6]q}}
+  },
+  "routes": [{"name": "r", "match": {"host": %[7]q, "path": %[8]q}, "chain": ["primary", "backup"]}]
+  %[9]s
+}`, shape, primary.BaseURL(), primary.CAFile, backup.BaseURL(), backup.CAFile, keyFile, shape.DefaultHost(), path, extra)
+}
+
+func openaiClient(h *detourtest.Harness) *openai.Client {
+	c := openai.NewClient(
+		option.WithBaseURL("https://api.openai.com/v1/"),
+		option.WithAPIKey(appOpenAIKey),
+		option.WithHTTPClient(h.Client()),
+		option.WithMaxRetries(0),
+	)
+	return &c
+}
+
+func anthropicClient(h *detourtest.Harness) *anthropic.Client {
+	c := anthropic.NewClient(
+		aoption.WithBaseURL("https://api.anthropic.com/"),
+		aoption.WithAPIKey(appAnthropicKey),
+		aoption.WithHTTPClient(h.Client()),
+		aoption.WithMaxRetries(0),
+	)
+	return &c
+}
+
+func chatParams() openai.ChatCompletionNewParams {
+	return openai.ChatCompletionNewParams{
+		Model:    "gpt-4o",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Say hello.")},
+	}
+}
+
+func messageParams() anthropic.MessageNewParams {
+	return anthropic.MessageNewParams{
+		Model:     "claude-sonnet-4-5",
+		MaxTokens: 64,
+		Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Say hello."))},
+	}
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func outcomes(r *chain.Record) string {
+	var parts []string
+	for _, a := range r.Attempts {
+		s := a.Upstream + ":" + a.Outcome
+		if a.Class != "" {
+			s += ":" + a.Class
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, ",")
+}
+
+func TestQuotaExhaustedFailsOverAndCoolsDown(t *testing.T) {
+	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
+	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
+	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
+	client := openaiClient(h)
+	primary.Script(fv.Fault{Kind: fv.Status, Status: 429, Class: fv.ClassInsufficientQuota})
+
+	var httpResp *http.Response
+	got, err := client.Chat.Completions.New(ctxT(t), chatParams(), option.WithResponseInto(&httpResp))
+	if err != nil {
+		t.Fatalf("chat completion through detour: %v", err)
+	}
+	if text := got.Choices[0].Message.Content; text != "Hello from backup." {
+		t.Fatalf("answer = %q; want the backup's", text)
+	}
+	if by := httpResp.Header.Get(chain.HeaderAnsweredBy); by != "backup" {
+		t.Errorf("%s = %q; want backup", chain.HeaderAnsweredBy, by)
+	}
+	if n := httpResp.Header.Get(chain.HeaderAttempts); n != "2" {
+		t.Errorf("%s = %q; want 2", chain.HeaderAttempts, n)
+	}
+	if httpResp.Header.Get(chain.HeaderRequestID) == "" {
+		t.Errorf("no %s header", chain.HeaderRequestID)
+	}
+
+	// During the cooldown the primary gets no further call.
+	for i := 0; i < 3; i++ {
+		if _, err := client.Chat.Completions.New(ctxT(t), chatParams()); err != nil {
+			t.Fatalf("call %d during cooldown: %v", i+2, err)
+		}
+	}
+	if primary.Calls() != 1 || backup.Calls() != 4 {
+		t.Errorf("calls: primary %d, backup %d; want 1 and 4 (primary cooling down)", primary.Calls(), backup.Calls())
+	}
+	rs := h.WaitRecords(t, 4)
+	if got, want := outcomes(rs[0]), "primary:fallback:quota_exhausted,backup:ok"; got != want {
+		t.Errorf("first request attempts = %s; want %s", got, want)
+	}
+	if got := rs[1].Attempts[0]; got.Outcome != chain.OutcomeSkipped || !strings.Contains(got.Reason, "cooling down until") {
+		t.Errorf("second request's first attempt = %+v; want skipped, cooling down", got)
+	}
+	lines := h.LogLines("request")
+	if len(lines) < 4 {
+		t.Fatalf("want 4 request log lines, got %d", len(lines))
+	}
+	first := lines[0]
+	for _, field := range []string{"id", "route", "tier", "reasons", "stream", "model", "attempts", "answered_by", "error", "ttfb_ms", "total_ms", "usage", "cache"} {
+		if _, ok := first[field]; !ok {
+			t.Errorf("log line lacks field %q: %v", field, first)
+		}
+	}
+	if first["answered_by"] != "backup" || first["model"] != "gpt-4o" || first["route"] != "r" {
+		t.Errorf("log line = %v", first)
+	}
+	if u := first["usage"].(map[string]any); u["output"].(float64) <= 0 {
+		t.Errorf("log usage = %v; want output tokens", u)
+	}
+}
+
+func TestRateLimitFailsOverWithoutCooldown(t *testing.T) {
+	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
+	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
+	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
+	client := openaiClient(h)
+	primary.Script(fv.Fault{Kind: fv.Status, Status: 429, Class: fv.ClassRateLimit})
+
+	got, err := client.Chat.Completions.New(ctxT(t), chatParams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text := got.Choices[0].Message.Content; text != "Hello from backup." {
+		t.Fatalf("first answer = %q; want the backup's", text)
+	}
+	got, err = client.Chat.Completions.New(ctxT(t), chatParams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text := got.Choices[0].Message.Content; text != "Hello from primary." {
+		t.Fatalf("second answer = %q; want the primary's (no cooldown after a rate limit)", text)
+	}
+	if primary.Calls() != 2 || backup.Calls() != 1 {
+		t.Errorf("calls: primary %d, backup %d; want 2 and 1", primary.Calls(), backup.Calls())
+	}
+	if got, want := outcomes(h.WaitRecords(t, 1)[0]), "primary:fallback:rate_limited,backup:ok"; got != want {
+		t.Errorf("attempts = %s; want %s", got, want)
+	}
+}
+
+func TestStopClassesReachTheAppUnmasked(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		shape  rewrite.Shape
+		status int
+		class  string
+	}{
+		{"openai 400", rewrite.OpenAI, 400, fv.ClassInvalidRequest},
+		{"openai 401", rewrite.OpenAI, 401, fv.ClassAuth},
+		{"anthropic 400", rewrite.Anthropic, 400, fv.ClassInvalidRequest},
+		{"anthropic 401", rewrite.Anthropic, 401, fv.ClassAuth},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			primary := detourtest.NewVendor(t, tc.shape, "primary")
+			backup := detourtest.NewVendor(t, tc.shape, "backup")
+			h := detourtest.Start(t, twoUpstreams(t, tc.shape, primary, backup, ""))
+			primary.Script(fv.Fault{Kind: fv.Status, Status: tc.status, Class: tc.class})
+			wantStatus, wantBody := fv.ErrorBody(tc.shape, fv.Fault{Kind: fv.Status, Status: tc.status, Class: tc.class}, "m", "id")
+			want := rewrite.ParseError(wantBody)
+
+			var err error
+			if tc.shape == rewrite.OpenAI {
+				_, err = openaiClient(h).Chat.Completions.New(ctxT(t), chatParams())
+				var apiErr *openai.Error
+				if !errors.As(err, &apiErr) {
+					t.Fatalf("err = %v; want *openai.Error", err)
+				}
+				if apiErr.StatusCode != wantStatus || apiErr.Type != want.Type || apiErr.Code != want.Code || apiErr.Message != want.Message {
+					t.Errorf("SDK error = %d %q %q %q; want %d %q %q %q", apiErr.StatusCode, apiErr.Type, apiErr.Code, apiErr.Message, wantStatus, want.Type, want.Code, want.Message)
+				}
+			} else {
+				_, err = anthropicClient(h).Messages.New(ctxT(t), messageParams())
+				var apiErr *anthropic.Error
+				if !errors.As(err, &apiErr) {
+					t.Fatalf("err = %v; want *anthropic.Error", err)
+				}
+				if apiErr.StatusCode != wantStatus || !strings.Contains(apiErr.Error(), want.Type) || !strings.Contains(apiErr.Error(), want.Message) {
+					t.Errorf("SDK error = %v; want status %d, type %q, message %q", apiErr, wantStatus, want.Type, want.Message)
+				}
+			}
+			if backup.Calls() != 0 {
+				t.Errorf("backup called %d times after a %d; a stop class must not fall over", backup.Calls(), tc.status)
+			}
+			rec := h.WaitRecords(t, 1)[0]
+			if got := outcomes(rec); !strings.HasPrefix(got, "primary:stop:") {
+				t.Errorf("attempts = %s; want primary stop", got)
+			}
+		})
+	}
+}
+
+func TestHangingUpstreamTimesOutAndBackupAnswers(t *testing.T) {
+	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
+	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
+	pol := twoUpstreams(t, rewrite.OpenAI, primary, backup, `, "timeouts": {"first_byte": "300ms"}, "deadline": "5s"`)
+	h := detourtest.Start(t, pol)
+	primary.Script(fv.Fault{Kind: fv.Hang, Delay: time.Minute})
+
+	start := time.Now()
+	got, err := openaiClient(h).Chat.Completions.New(ctxT(t), chatParams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if elapsed := time.Since(start); elapsed > 5*time.Second {
+		t.Errorf("answer took %v; want it within the 5s deadline", elapsed)
+	}
+	if text := got.Choices[0].Message.Content; text != "Hello from backup." {
+		t.Fatalf("answer = %q; want the backup's", text)
+	}
+	rec := h.WaitRecords(t, 1)[0]
+	if a := rec.Attempts[0]; a.Class != "timeout" || !strings.Contains(a.Reason, "first_byte") {
+		t.Errorf("primary attempt = %+v; want class timeout (first_byte)", a)
+	}
+}
+
+func TestEarlyInStreamOverloadFailsOverAndStreamIsComplete(t *testing.T) {
+	primary := detourtest.NewVendor(t, rewrite.Anthropic, "primary")
+	backup := detourtest.NewVendor(t, rewrite.Anthropic, "backup")
+	h := detourtest.Start(t, twoUpstreams(t, rewrite.Anthropic, primary, backup, ""))
+	primary.Script(fv.Fault{Kind: fv.StreamErrorEarly, Class: fv.ClassOverloaded})
+
+	stream := anthropicClient(h).Messages.NewStreaming(ctxT(t), messageParams())
+	var msg anthropic.Message
+	var events []string
+	for stream.Next() {
+		ev := stream.Current()
+		events = append(events, ev.Type)
+		if err := msg.Accumulate(ev); err != nil {
+			t.Fatalf("accumulate %s: %v", ev.Type, err)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatalf("stream error: %v (events %v)", err, events)
+	}
+	if len(msg.Content) != 1 || msg.Content[0].Text != "Hello from backup." {
+		t.Fatalf("accumulated content = %+v; want the backup's text", msg.Content)
+	}
+	if msg.StopReason != "end_turn" || msg.Usage.OutputTokens == 0 {
+		t.Errorf("stop_reason %q, output tokens %d; want end_turn and usage", msg.StopReason, msg.Usage.OutputTokens)
+	}
+	if events[0] != "message_start" || events[len(events)-1] != "message_stop" {
+		t.Errorf("events = %v; want message_start first and message_stop last", events)
+	}
+	if got := strings.Count(strings.Join(events, ","), "message_start"); got != 1 {
+		t.Errorf("%d message_start events; the held-back primary events must not leak", got)
+	}
+	if got, want := outcomes(h.WaitRecords(t, 1)[0]), "primary:fallback:overloaded,backup:ok"; got != want {
+		t.Errorf("attempts = %s; want %s", got, want)
+	}
+}
+
+func TestOpenAIStreamPassesThroughEventByEvent(t *testing.T) {
+	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
+	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
+	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
+	primary.Script(fv.Fault{Kind: fv.StreamErrorEarly, Class: fv.ClassServerError})
+
+	p := chatParams()
+	p.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+	stream := openaiClient(h).Chat.Completions.NewStreaming(ctxT(t), p)
+	acc := openai.ChatCompletionAccumulator{}
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := acc.Choices[0].Message.Content; got != "Hello from backup." {
+		t.Errorf("accumulated = %q", got)
+	}
+	if acc.Choices[0].FinishReason != "stop" || acc.Usage.CompletionTokens == 0 {
+		t.Errorf("finish %q usage %+v", acc.Choices[0].FinishReason, acc.Usage)
+	}
+	rec := h.WaitRecords(t, 1)[0]
+	if got, want := outcomes(rec), "primary:fallback:server_error,backup:ok"; got != want {
+		t.Errorf("attempts = %s; want %s", got, want)
+	}
+	if rec.Usage.Output == 0 {
+		t.Errorf("record usage = %+v; want output tokens from the stream", rec.Usage)
+	}
+}
+
+func TestSecondUpstreamNeverSeesTheAppKey(t *testing.T) {
+	for _, shape := range []rewrite.Shape{rewrite.OpenAI, rewrite.Anthropic} {
+		t.Run(string(shape), func(t *testing.T) {
+			primary := detourtest.NewVendor(t, shape, "primary")
+			backup := detourtest.NewVendor(t, shape, "backup")
+			h := detourtest.Start(t, twoUpstreams(t, shape, primary, backup, ""))
+			primary.Script(fv.Fault{Kind: fv.Status, Status: 503, Class: fv.ClassOverloaded})
+			var err error
+			if shape == rewrite.OpenAI {
+				_, err = openaiClient(h).Chat.Completions.New(ctxT(t), chatParams())
+			} else {
+				_, err = anthropicClient(h).Messages.New(ctxT(t), messageParams())
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			appKey := appOpenAIKey
+			if shape == rewrite.Anthropic {
+				appKey = appAnthropicKey
+			}
+			// The primary (auth from client) gets the app's key...
+			if !strings.Contains(fmt.Sprint(primary.Requests()[0].Header), appKey) {
+				t.Errorf("primary did not get the app's key: %v", primary.Requests()[0].Header)
+			}
+			// ...the backup gets its own, and the app's appears nowhere.
+			req := backup.Requests()[0]
+			everything := fmt.Sprint(req.Header) + req.Path + "?" + req.RawQuery + string(req.Body)
+			if strings.Contains(everything, "SECRET") {
+				t.Errorf("backup saw the app's key: %s", everything)
+			}
+			if shape == rewrite.OpenAI && req.Header.Get("Authorization") != "Bearer "+backupKey {
+				t.Errorf("backup Authorization = %q", req.Header.Get("Authorization"))
+			}
+			if shape == rewrite.Anthropic && (req.Header.Get("X-Api-Key") != backupKey || req.Header.Get("Authorization") != "") {
+				t.Errorf("backup x-api-key = %q, authorization = %q", req.Header.Get("X-Api-Key"), req.Header.Get("Authorization"))
+			}
+			if strings.Contains(h.Log(), "SECRET") || strings.Contains(h.Log(), backupKey) {
+				t.Error("a key appears in detour's log")
+			}
+		})
+	}
+}
+
+func TestHostNotInPolicyIsTunnelled(t *testing.T) {
+	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
+	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
+	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
+
+	other := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "other host")
+	}))
+	defer other.Close()
+	pool := x509.NewCertPool()
+	pool.AddCert(other.Certificate())
+	// The client trusts only the other server's own certificate: if detour
+	// intercepted, the handshake would fail.
+	client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(h.ProxyURL), TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	resp, err := client.Get(other.URL)
+	if err != nil {
+		t.Fatalf("GET through the tunnel: %v", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if string(body) != "other host" {
+		t.Errorf("body = %q", body)
+	}
+	if got := resp.TLS.PeerCertificates[0]; !got.Equal(other.Certificate()) {
+		t.Errorf("client saw certificate %q; want the server's own", got.Subject)
+	}
+	if len(h.Records()) != 0 {
+		t.Errorf("a tunnelled request produced %d request records; detour must not see inside", len(h.Records()))
+	}
+}
+
+func TestPolicyReloadChangesChainOrder(t *testing.T) {
+	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
+	b := detourtest.NewVendor(t, rewrite.OpenAI, "b")
+	pol := func(chain string) string {
+		return fmt.Sprintf(`{
+  "upstreams": {
+    "a": {"shape": "openai", "base_url": %q, "ca_file": %q, "auth": {"from": "client"}},
+    "b": {"shape": "openai", "base_url": %q, "ca_file": %q, "auth": {"from": "client"}}
+  },
+  "routes": [{"name": "r", "match": {"host": "api.openai.com", "path": "/v1/chat/completions"}, "chain": %s}]
+}`, a.BaseURL(), a.CAFile, b.BaseURL(), b.CAFile, chain)
+	}
+	h := detourtest.Start(t, pol(`["a", "b"]`))
+	client := openaiClient(h)
+	answer := func() string {
+		got, err := client.Chat.Completions.New(ctxT(t), chatParams())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.Choices[0].Message.Content
+	}
+	if got := answer(); got != "Hello from a." {
+		t.Fatalf("before reload: %q", got)
+	}
+
+	h.WritePolicy(t, pol(`["b", "a"]`))
+	written := time.Now()
+	for answer() != "Hello from b." {
+		if time.Since(written) > time.Second {
+			t.Fatal("policy change not in effect within a second")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("new chain order in effect %v after the write", time.Since(written).Round(time.Millisecond))
+
+	// A broken file changes nothing, and says why.
+	h.WritePolicy(t, `{"upstreams": {}, "routes": [], "bogus": 1}`)
+	time.Sleep(400 * time.Millisecond)
+	if got := answer(); got != "Hello from b." {
+		t.Errorf("after a broken write: %q; want the last good policy kept", got)
+	}
+	if !strings.Contains(h.Log(), "policy reload refused") || !strings.Contains(h.Log(), `unknown field \"bogus\"`) {
+		t.Errorf("log does not explain the refused reload:\n%s", h.Log())
+	}
+}
+
+func TestClientGoingAwayCancelsUpstreamAndCountsNoFailure(t *testing.T) {
+	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
+	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
+	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
+	primary.Script(fv.Fault{Kind: fv.Hang, Delay: time.Minute})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for primary.InFlight() == 0 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		cancel()
+	}()
+	_, err := openaiClient(h).Chat.Completions.New(ctx, chatParams())
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v; want context.Canceled", err)
+	}
+	rec := h.WaitRecords(t, 1)[0]
+	if rec.Status != 499 || outcomes(rec) != "primary:client_gone" {
+		t.Errorf("record status %d attempts %s; want 499 primary:client_gone", rec.Status, outcomes(rec))
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for primary.InFlight() != 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if primary.InFlight() != 0 {
+		t.Error("the upstream call was not cancelled when the app went away")
+	}
+	if backup.Calls() != 0 {
+		t.Errorf("backup called %d times for an abandoned request", backup.Calls())
+	}
+	// No cooldown: the next request goes to the primary again.
+	if _, err := openaiClient(h).Chat.Completions.New(ctxT(t), chatParams()); err != nil {
+		t.Fatal(err)
+	}
+	if primary.Calls() != 2 {
+		t.Errorf("primary calls = %d; want 2 (an abandoned request is no upstream failure)", primary.Calls())
+	}
+}
+
+func TestHTML200FallsOver(t *testing.T) {
+	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
+	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
+	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
+	primary.Script(fv.Fault{Kind: fv.HTML200})
+	got, err := openaiClient(h).Chat.Completions.New(ctxT(t), chatParams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Choices[0].Message.Content != "Hello from backup." {
+		t.Errorf("answer %q", got.Choices[0].Message.Content)
+	}
+	if got, want := outcomes(h.WaitRecords(t, 1)[0]), "primary:fallback:bad_response,backup:ok"; got != want {
+		t.Errorf("attempts = %s; want %s", got, want)
+	}
+}
+
+func TestAllUpstreamsFailedAnswersInAppEnvelope(t *testing.T) {
+	primary := detourtest.NewVendor(t, rewrite.Anthropic, "primary")
+	backup := detourtest.NewVendor(t, rewrite.Anthropic, "backup")
+	h := detourtest.Start(t, twoUpstreams(t, rewrite.Anthropic, primary, backup, ""))
+	primary.Script(fv.Fault{Kind: fv.Status, Status: 529, Class: fv.ClassOverloaded})
+	backup.Script(fv.Fault{Kind: fv.Status, Status: 429, Class: fv.ClassRateLimit, RetryAfter: "7"})
+
+	var httpResp *http.Response
+	_, err := anthropicClient(h).Messages.New(ctxT(t), messageParams(), aoption.WithResponseInto(&httpResp))
+	var apiErr *anthropic.Error
+	if !errors.As(err, &apiErr) {
+		t.Fatalf("err = %v; want *anthropic.Error", err)
+	}
+	if apiErr.StatusCode != 429 || !strings.Contains(apiErr.Error(), "rate_limit_error") {
+		t.Errorf("error = %v; want a 429 rate_limit_error (the last upstream's class)", apiErr)
+	}
+	if got := apiErr.Response.Header.Get("Retry-After"); got != "7" {
+		t.Errorf("retry-after = %q; want 7", got)
+	}
+	if got := apiErr.Response.Header.Get(chain.HeaderAnsweredBy); got != "none" {
+		t.Errorf("answered-by = %q; want none", got)
+	}
+	if got := apiErr.Response.Header.Get(chain.HeaderAttempts); got != "2" {
+		t.Errorf("attempts = %q; want 2", got)
+	}
+}
+
+func TestBaseURLMode(t *testing.T) {
+	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
+	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
+	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
+	primary.Script(fv.Fault{Kind: fv.Status, Status: 500, Class: fv.ClassServerError})
+	client := openai.NewClient(
+		option.WithBaseURL(h.ProxyURL.String()+"/openai/v1/"),
+		option.WithAPIKey(appOpenAIKey),
+		option.WithMaxRetries(0),
+	)
+	got, err := client.Chat.Completions.New(ctxT(t), chatParams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Choices[0].Message.Content != "Hello from backup." {
+		t.Errorf("answer %q", got.Choices[0].Message.Content)
+	}
+	rec := h.WaitRecords(t, 1)[0]
+	if rec.Mode != "base_url" || rec.Route != "r" {
+		t.Errorf("record mode %q route %q", rec.Mode, rec.Route)
+	}
+	if p := primary.Requests()[0].Path; p != "/v1/chat/completions" {
+		t.Errorf("upstream path = %q", p)
+	}
+}
+
+func TestMalformedRequestGets400InAppShape(t *testing.T) {
+	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
+	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
+	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
+	req, _ := http.NewRequest("POST", "https://api.openai.com/v1/chat/completions", strings.NewReader(`{"model": "gpt-4o", "messages": [`))
+	req.Header.Set("Authorization", "Bearer "+appOpenAIKey)
+	resp, err := h.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	info := rewrite.ParseError(body)
+	if resp.StatusCode != 400 || !info.Parsed || info.Type != "invalid_request_error" {
+		t.Errorf("got %d %s; want a 400 invalid_request_error in OpenAI's envelope", resp.StatusCode, body)
+	}
+	if primary.Calls()+backup.Calls() != 0 {
+		t.Error("a malformed request was forwarded")
+	}
+}

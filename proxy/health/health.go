@@ -1,0 +1,80 @@
+// Package health keeps the state that decides whether an upstream should be
+// tried at all: cooldowns now, breakers, limiters and budgets later. State is
+// keyed by upstream name and lives outside the policy, so it survives a
+// policy reload (an upstream that ran out of quota stays cooling down when an
+// unrelated route changes).
+//
+// health must not import proxy or chain; it is memory-backed now, with a
+// shared backend (Redis) planned behind the same methods.
+package health
+
+import (
+	"sync"
+	"time"
+)
+
+// Registry holds per-upstream health state. Safe for concurrent use.
+type Registry struct {
+	mu   sync.Mutex
+	cool map[string]Cooldown
+}
+
+// Cooldown is an upstream kept out of chains until a time.
+type Cooldown struct {
+	Until  time.Time
+	Reason string
+}
+
+// New returns an empty registry.
+func New() *Registry {
+	return &Registry{cool: map[string]Cooldown{}}
+}
+
+// CoolingDown reports whether the named upstream is cooling down at now.
+func (r *Registry) CoolingDown(name string, now time.Time) (Cooldown, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, ok := r.cool[name]
+	if !ok {
+		return Cooldown{}, false
+	}
+	if !now.Before(c.Until) {
+		delete(r.cool, name)
+		return Cooldown{}, false
+	}
+	return c, true
+}
+
+// StartCooldown keeps the named upstream out until until. A cooldown never
+// shortens one already running: two concurrent quota errors with different
+// reset hints keep the later end.
+func (r *Registry) StartCooldown(name string, until time.Time, reason string) Cooldown {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c, ok := r.cool[name]; ok && !until.After(c.Until) {
+		return c
+	}
+	c := Cooldown{Until: until, Reason: reason}
+	r.cool[name] = c
+	return c
+}
+
+// Clear ends the named upstream's cooldown (an operator's override).
+func (r *Registry) Clear(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.cool, name)
+}
+
+// Cooldowns returns the cooldowns still running at now, by upstream name.
+func (r *Registry) Cooldowns(now time.Time) map[string]Cooldown {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]Cooldown, len(r.cool))
+	for n, c := range r.cool {
+		if now.Before(c.Until) {
+			out[n] = c
+		}
+	}
+	return out
+}

@@ -1,0 +1,164 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/detour-proxy/detour/policy"
+	"github.com/detour-proxy/detour/proxy/chain"
+	"github.com/detour-proxy/detour/proxy/health"
+	"github.com/detour-proxy/detour/proxy/mitm"
+)
+
+// DrainTimeout is how long a stopping detour lets in-flight requests and
+// streams finish.
+const DrainTimeout = 30 * time.Second
+
+// Options configure Serve.
+type Options struct {
+	// PolicyPath is the policy file; "" means the built-in policy (and no
+	// watch).
+	PolicyPath string
+	// BuiltinPolicy is used when PolicyPath is "".
+	BuiltinPolicy []byte
+	// Stderr receives the log.
+	Stderr io.Writer
+	// Listener, when set, is used instead of listening on the policy's
+	// listen address (tests; `detour run`).
+	Listener net.Listener
+	// Ready, when set, is called once the proxy accepts connections.
+	Ready func(addr net.Addr, ca *mitm.CA)
+	// OnRecord receives every finished request record.
+	OnRecord func(*chain.Record)
+}
+
+// CompilePolicy compiles a policy file with the process's environment.
+func CompilePolicy(name string, data []byte) (*policy.Compiled, error) {
+	return policy.Compile(name, data, policy.Options{})
+}
+
+// LoadPolicy reads and compiles the policy at path, or the built-in one.
+func LoadPolicy(path string, builtin []byte) (*policy.Compiled, error) {
+	if path == "" {
+		return policy.Compile("built-in policy.json", builtin, policy.Options{BaseDir: "."})
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("policy file %s does not exist: create it (the README has an example) or omit --policy to use the built-in policy", path)
+		}
+		return nil, fmt.Errorf("reading policy: %w", err)
+	}
+	return CompilePolicy(path, data)
+}
+
+// NewLogger returns the JSON logger detour writes its log lines with.
+func NewLogger(w io.Writer, level string) zerolog.Logger {
+	lvl, err := zerolog.ParseLevel(level)
+	if err != nil || level == "" {
+		lvl = zerolog.InfoLevel
+	}
+	return zerolog.New(w).Level(lvl).With().Timestamp().Logger()
+}
+
+// Serve runs the sidecar until ctx ends, then drains for up to DrainTimeout.
+// An invalid policy or an unusable CA is an error before anything listens.
+func Serve(ctx context.Context, opts Options) error {
+	pol, err := LoadPolicy(opts.PolicyPath, opts.BuiltinPolicy)
+	if err != nil {
+		return err
+	}
+	logger := NewLogger(opts.Stderr, pol.LogLevel)
+
+	ca, created, warnings, err := mitm.LoadOrCreate(pol.CACertFile, pol.CAKeyFile)
+	if err != nil {
+		return fmt.Errorf("detour CA: %w", err)
+	}
+	for _, w := range warnings {
+		logger.Warn().Str("component", "ca").Msg(w)
+	}
+	if created {
+		logger.Info().Str("component", "ca").Str("cert_file", pol.CACertFile).Str("key_file", pol.CAKeyFile).
+			Msg("created a new CA; apps must trust cert_file (e.g. SSL_CERT_FILE=<system roots + this file>)")
+	}
+	signer, err := mitm.NewSigner(ca, 0)
+	if err != nil {
+		return err
+	}
+
+	store := policy.NewStore(pol)
+	transports := &chain.Transports{}
+	runner := &chain.Runner{
+		Policy:     store.Load,
+		Health:     health.New(),
+		Transports: transports,
+		Log:        logger,
+		OnRecord:   opts.OnRecord,
+	}
+	srv := NewServer(store, signer, runner, logger)
+	transports.Dial = srv.Dial
+	runner.Passthrough = chain.NewTransport(TunnelDialTimeout, nil, srv.Dial)
+
+	ln := opts.Listener
+	if ln == nil {
+		ln, err = net.Listen("tcp", pol.Listen)
+		if err != nil {
+			return fmt.Errorf("listen on %s (policy field listen): %w", pol.Listen, err)
+		}
+	}
+	addr := ln.Addr().String()
+	logger.Info().Str("listen", addr).Str("policy", pol.Source).Str("version", pol.Version).
+		Str("https_proxy", "http://"+addr).
+		Str("openai_base_url", "http://"+addr+"/openai/v1").
+		Str("anthropic_base_url", "http://"+addr+"/anthropic").
+		Msg("detour is listening")
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if opts.PolicyPath != "" {
+		go func() {
+			err := store.Watch(ctx, opts.PolicyPath, CompilePolicy, 0, func(r policy.ReloadResult) {
+				if r.Err != nil {
+					logger.Error().Str("component", "policy").Str("file", opts.PolicyPath).Err(r.Err).
+						Str("kept_version", store.Load().Version).Msg("policy reload refused; keeping the last good policy")
+					return
+				}
+				ev := logger.Info().Str("component", "policy").Str("version", r.Policy.Version).Str("hash", r.Policy.Hash[:12])
+				if r.Policy.Listen != pol.Listen {
+					ev = ev.Str("warning", "listen changed; it takes effect at the next restart")
+				}
+				ev.Msg("policy reloaded")
+			})
+			if err != nil {
+				logger.Error().Str("component", "policy").Err(err).Msg("policy watch stopped; hot reload is off")
+			}
+		}()
+	}
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	if opts.Ready != nil {
+		opts.Ready(ln.Addr(), ca)
+	}
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	logger.Info().Dur("drain_timeout", DrainTimeout).Msg("shutting down: draining in-flight requests")
+	sctx, scancel := context.WithTimeout(context.Background(), DrainTimeout)
+	defer scancel()
+	err = srv.Shutdown(sctx)
+	transports.CloseIdle()
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
+}

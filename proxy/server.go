@@ -1,0 +1,351 @@
+// Package proxy is detour's front door: the listener that speaks both
+// explicit-proxy HTTP (CONNECT, with TLS interception for the hosts the
+// policy names) and base-URL mode, and the wiring of policy, CA, chain and
+// log for `detour serve`.
+//
+// proxy is the only package that imports goproxy. It adapts goproxy's
+// CONNECT handling to chain.Runner, which works on plain HTTP requests.
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/elazarl/goproxy"
+	"github.com/rs/zerolog"
+
+	"github.com/detour-proxy/detour/policy"
+	"github.com/detour-proxy/detour/proxy/chain"
+	"github.com/detour-proxy/detour/proxy/mitm"
+	"github.com/detour-proxy/detour/rewrite"
+)
+
+// Timeouts of detour's own listeners.
+const (
+	// ReadHeaderTimeout bounds how long an app may take to send a request's
+	// headers (slowloris).
+	ReadHeaderTimeout = 30 * time.Second
+	// IdleConnTimeout closes keep-alive connections from apps that are idle.
+	IdleConnTimeout = 5 * time.Minute
+	// TunnelIdleTimeout closes a tunnel (a host detour does not intercept)
+	// after this long with no byte in either direction. goproxy hijacks
+	// tunnelled connections, which takes them out of http.Server's
+	// timeouts, so detour sets deadlines on them itself.
+	TunnelIdleTimeout = 10 * time.Minute
+	// TunnelDialTimeout bounds the connect to a tunnelled host.
+	TunnelDialTimeout = 10 * time.Second
+)
+
+// Server is the proxy listener.
+type Server struct {
+	store  *policy.Store
+	signer *mitm.Signer
+	runner *chain.Runner
+	log    zerolog.Logger
+
+	gp      *goproxy.ProxyHttpServer
+	front   *http.Server
+	inner   *http.Server
+	innerLn *connQueue
+	guard   *selfGuard
+
+	// targets maps an intercepted *tls.Conn to the CONNECT target it was
+	// opened for, until the inner server picks it up in ConnContext.
+	targets sync.Map
+}
+
+// NewServer builds the listener's handlers. Serve starts it.
+func NewServer(store *policy.Store, signer *mitm.Signer, runner *chain.Runner, logger zerolog.Logger) *Server {
+	s := &Server{store: store, signer: signer, runner: runner, log: logger, guard: &selfGuard{}}
+	s.innerLn = newConnQueue()
+	gp := goproxy.NewProxyHttpServer()
+	gp.Logger = goproxyLogger{logger}
+	// goproxy's defaults read HTTPS_PROXY from the environment for both its
+	// CONNECT dialer and its transport, and skip TLS verification. detour
+	// is the HTTPS_PROXY; it must never dial through itself, and must verify.
+	gp.ConnectDial = nil
+	gp.ConnectDialWithReq = func(req *http.Request, network, addr string) (net.Conn, error) {
+		ctx, cancel := context.WithTimeout(req.Context(), TunnelDialTimeout)
+		defer cancel()
+		c, err := s.Dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &idleConn{Conn: c, idle: TunnelIdleTimeout}, nil
+	}
+	gp.Tr = chain.NewTransport(TunnelDialTimeout, nil, s.Dial)
+	gp.NonproxyHandler = http.HandlerFunc(s.baseURL)
+	gp.OnRequest().HandleConnectFunc(s.connect)
+	// Plain-http proxy requests (http://host/...) are forwarded by goproxy
+	// untouched; vendors are https-only, so there is nothing to intercept.
+	s.gp = gp
+
+	s.front = &http.Server{
+		Handler:           gp,
+		ReadHeaderTimeout: ReadHeaderTimeout,
+		IdleTimeout:       IdleConnTimeout,
+		ErrorLog:          log.New(serverErrorLog{logger}, "", 0),
+	}
+	s.inner = &http.Server{
+		Handler:           http.HandlerFunc(s.intercepted),
+		ReadHeaderTimeout: ReadHeaderTimeout,
+		IdleTimeout:       IdleConnTimeout,
+		ErrorLog:          log.New(serverErrorLog{logger}, "", 0),
+		ConnContext:       s.connContext,
+		// Intercepted connections speak HTTP/1.1 only (the leaf's ALPN says
+		// so); an empty map disables the server's automatic h2.
+		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
+	}
+	return s
+}
+
+// Serve accepts connections on ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	s.guard.add(ln.Addr())
+	go func() { _ = s.inner.Serve(s.innerLn) }()
+	err := s.front.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops accepting, then waits for in-flight requests and streams
+// (intercepted ones included) to finish or ctx to end.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err1 := s.front.Shutdown(ctx)
+	err2 := s.inner.Shutdown(ctx)
+	return errors.Join(err1, err2)
+}
+
+// Dial connects to an upstream or tunnelled host, refusing detour's own
+// listeners: a policy or a DNS answer that points back at detour would
+// otherwise make it proxy to itself until it runs out of sockets.
+func (s *Server) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := &net.Dialer{KeepAlive: 30 * time.Second, Control: s.guard.control}
+	return d.DialContext(ctx, network, addr)
+}
+
+// connect decides, per CONNECT, between interception and a plain tunnel.
+// Only hosts a route names are intercepted; everything else (telemetry,
+// package registries, other APIs) is tunnelled byte for byte and never
+// decrypted.
+func (s *Server) connect(hostport string, ctx *goproxy.ProxyCtx) (*goproxy.ConnectAction, string) {
+	host, port := splitHostPort(hostport)
+	if s.store.Load().Intercepts(host) {
+		return &goproxy.ConnectAction{Action: goproxy.ConnectHijack, Hijack: func(req *http.Request, client net.Conn, _ *goproxy.ProxyCtx) {
+			s.hijack(client, host, port)
+		}}, hostport
+	}
+	// Not goproxy.OkConnect: that preset carries goproxy's public CA.
+	return &goproxy.ConnectAction{Action: goproxy.ConnectAccept}, hostport
+}
+
+// hijack terminates TLS for an intercepted host with a leaf signed by
+// detour's CA and hands the connection to the inner HTTP server. Serving
+// intercepted connections with net/http (rather than goproxy's MITM loop)
+// gives them keep-alive, read timeouts, and a request context that is
+// cancelled when the app disconnects — which is how an abandoned request
+// cancels its upstream call.
+func (s *Server) hijack(client net.Conn, host, port string) {
+	if _, err := client.Write([]byte("HTTP/1.1 200 Connection established\r\n\r\n")); err != nil {
+		_ = client.Close()
+		return
+	}
+	tc := tls.Server(client, s.signer.TLSConfig(host))
+	s.targets.Store(tc, chain.Target{Host: host, Port: port, Mode: "proxy"})
+	if !s.innerLn.push(tc) {
+		s.targets.Delete(tc)
+		_ = tc.Close()
+	}
+}
+
+type targetKey struct{}
+
+func (s *Server) connContext(ctx context.Context, c net.Conn) context.Context {
+	if t, ok := s.targets.LoadAndDelete(c); ok {
+		return context.WithValue(ctx, targetKey{}, t.(chain.Target))
+	}
+	return ctx
+}
+
+// intercepted serves one request from an intercepted TLS connection.
+func (s *Server) intercepted(w http.ResponseWriter, r *http.Request) {
+	t, ok := r.Context().Value(targetKey{}).(chain.Target)
+	if !ok {
+		http.Error(w, "detour: connection without a CONNECT target", http.StatusInternalServerError)
+		return
+	}
+	// The Host inside the tunnel must be the host the tunnel was opened
+	// for: otherwise a client could CONNECT to an intercepted host and then
+	// address another one through it (smokescreen #279).
+	if h, _ := splitHostPort(r.Host); h != "" && !strings.EqualFold(h, t.Host) {
+		http.Error(w, fmt.Sprintf("detour: request for %q inside a tunnel to %q", h, t.Host), http.StatusMisdirectedRequest)
+		return
+	}
+	s.runner.Serve(w, r, t)
+}
+
+// baseAliases maps the first path segment of base-URL mode to a vendor host.
+var baseAliases = map[string]string{
+	"openai":    rewrite.OpenAI.DefaultHost(),
+	"anthropic": rewrite.Anthropic.DefaultHost(),
+	"gemini":    rewrite.Gemini.DefaultHost(),
+}
+
+// baseURL serves base-URL mode: http://127.0.0.1:8787/openai/v1/... is a
+// request for https://api.openai.com/v1/..., and so on.
+func (s *Server) baseURL(w http.ResponseWriter, r *http.Request) {
+	rest := strings.TrimPrefix(r.URL.Path, "/")
+	alias, tail, _ := strings.Cut(rest, "/")
+	host, ok := baseAliases[alias]
+	if !ok {
+		http.Error(w, "detour: unknown path "+r.URL.Path+".\n"+
+			"Use detour as HTTPS_PROXY, or as a base URL: http://"+r.Host+"/openai/v1, http://"+r.Host+"/anthropic, http://"+r.Host+"/gemini\n",
+			http.StatusNotFound)
+		return
+	}
+	r2 := r.Clone(r.Context())
+	r2.URL.Path = "/" + tail
+	r2.URL.RawPath = ""
+	r2.Host = host
+	s.runner.Serve(w, r2, chain.Target{Host: host, Port: "443", Mode: "base_url"})
+}
+
+func splitHostPort(hp string) (host, port string) {
+	h, p, err := net.SplitHostPort(hp)
+	if err != nil {
+		return strings.ToLower(strings.Trim(hp, "[]")), ""
+	}
+	return strings.ToLower(h), p
+}
+
+// selfGuard refuses dials to detour's own listen addresses.
+type selfGuard struct {
+	mu    sync.Mutex
+	addrs []*net.TCPAddr
+}
+
+func (g *selfGuard) add(a net.Addr) {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		g.mu.Lock()
+		g.addrs = append(g.addrs, ta)
+		g.mu.Unlock()
+	}
+}
+
+// control runs after name resolution, on the address actually dialled.
+func (g *selfGuard) control(network, address string, _ syscall.RawConn) error {
+	ap, err := net.ResolveTCPAddr(network, address)
+	if err != nil {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, own := range g.addrs {
+		if own.Port != ap.Port {
+			continue
+		}
+		if own.IP.Equal(ap.IP) || (own.IP.IsUnspecified() && (ap.IP.IsLoopback() || isLocalIP(ap.IP))) {
+			return fmt.Errorf("detour: refusing to connect to its own listener %s (check the policy's base_url and the environment's proxy settings)", address)
+		}
+	}
+	return nil
+}
+
+func isLocalIP(ip net.IP) bool {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return false
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// connQueue is a net.Listener fed by hijack: intercepted connections are
+// pushed in and accepted by the inner HTTP server.
+type connQueue struct {
+	ch   chan net.Conn
+	done chan struct{}
+	once sync.Once
+}
+
+func newConnQueue() *connQueue {
+	return &connQueue{ch: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (q *connQueue) push(c net.Conn) bool {
+	select {
+	case q.ch <- c:
+		return true
+	case <-q.done:
+		return false
+	}
+}
+
+func (q *connQueue) Accept() (net.Conn, error) {
+	select {
+	case c := <-q.ch:
+		return c, nil
+	case <-q.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (q *connQueue) Close() error {
+	q.once.Do(func() { close(q.done) })
+	return nil
+}
+
+func (q *connQueue) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
+
+// idleConn closes a hijacked tunnel after a period with no traffic.
+type idleConn struct {
+	net.Conn
+	idle time.Duration
+}
+
+func (c *idleConn) Read(p []byte) (int, error) {
+	_ = c.Conn.SetDeadline(time.Now().Add(c.idle))
+	return c.Conn.Read(p)
+}
+
+func (c *idleConn) Write(p []byte) (int, error) {
+	_ = c.Conn.SetDeadline(time.Now().Add(c.idle))
+	return c.Conn.Write(p)
+}
+
+// goproxyLogger sends goproxy's printf logging to the debug level.
+type goproxyLogger struct{ l zerolog.Logger }
+
+func (g goproxyLogger) Printf(format string, v ...any) {
+	g.l.Debug().Str("component", "goproxy").Msg(strings.TrimSpace(fmt.Sprintf(format, v...)))
+}
+
+// serverErrorLog turns net/http's server errors into log lines; a failed
+// TLS handshake from an app usually means it does not trust detour's CA,
+// which deserves a hint rather than a bare error.
+type serverErrorLog struct{ l zerolog.Logger }
+
+func (s serverErrorLog) Write(p []byte) (int, error) {
+	msg := strings.TrimSpace(string(p))
+	ev := s.l.Debug()
+	if strings.Contains(msg, "TLS handshake error") && (strings.Contains(msg, "unknown certificate") || strings.Contains(msg, "bad certificate")) {
+		ev = s.l.Warn().Str("hint", "the app does not trust detour's CA: point SSL_CERT_FILE / REQUESTS_CA_BUNDLE / NODE_EXTRA_CA_CERTS at a bundle that includes it")
+	}
+	ev.Str("component", "http").Msg(msg)
+	return len(p), nil
+}
