@@ -307,11 +307,14 @@ func (s *session) pump(u *policy.Upstream, rd *sse.Reader, first []byte, ended b
 	for {
 		ev, err := rd.Next()
 		if err != nil {
-			if contextDone(s.req.Context()) {
-				s.clientGoneAfterCommit()
+			if ended {
+				// The stream was complete; an SDK that stops reading at
+				// [DONE] or message_stop and hangs up is not a client
+				// going away.
 				return
 			}
-			if errors.Is(err, io.EOF) && ended {
+			if contextDone(s.req.Context()) {
+				s.clientGoneAfterCommit()
 				return
 			}
 			class, msg := policy.ClassServerError, "detour: upstream "+u.Name+" ended the stream before it was complete"
@@ -336,7 +339,9 @@ func (s *session) pump(u *policy.Upstream, rd *sse.Reader, first []byte, ended b
 		}
 		usage.add(u.Shape, ev.Data)
 		if !write(ev.Raw) {
-			s.clientGoneAfterCommit()
+			if !ended {
+				s.clientGoneAfterCommit()
+			}
 			return
 		}
 	}
