@@ -10,6 +10,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 	"time"
 
@@ -308,6 +309,11 @@ func Compile(name string, data []byte, opts Options) (*Compiled, error) {
 	k := compiler{src: src, opts: opts, c: c}
 	k.top(f)
 	if len(src.errs) > 0 {
+		// Validation visits maps in random order; report in file order.
+		sort.SliceStable(src.errs, func(i, j int) bool {
+			a, b := src.errs[i], src.errs[j]
+			return a.Line < b.Line || (a.Line == b.Line && a.Col < b.Col)
+		})
 		return nil, src.errs
 	}
 	return c, nil
@@ -675,11 +681,7 @@ func sortedKeys[V any](m map[string]V) []string {
 	for k := range m {
 		out = append(out, k)
 	}
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && out[j] < out[j-1]; j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
+	sort.Strings(out)
 	return out
 }
 

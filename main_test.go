@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestServeRefusesInvalidPolicyNamingFileLineAndField(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bad.json")
+	os.WriteFile(path, []byte(`{
+  "upstreams": {"o": {"shape": "openai", "base_url": "https://api.openai.com/v1", "auth": {"from": "client"}}},
+  "routes": [{"name": "r", "match": {"host": "api.openai.com"}, "chain": ["o", "missing"]}],
+  "deadline": "soon"
+}`), 0o644)
+	var out, errb bytes.Buffer
+	err := run(context.Background(), []string{"serve", "--policy", path}, &out, &errb)
+	if err == nil {
+		t.Fatal("serve accepted an invalid policy")
+	}
+	for _, want := range []string{
+		path + `:3:80: routes[0].chain[1]: no upstream named "missing"`,
+		path + `:4:3: deadline: invalid duration "soon"`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}
+
+func TestServeMissingPolicyFileSaysWhatToDo(t *testing.T) {
+	err := run(context.Background(), []string{"serve", "--policy", "/nonexistent/policy.json"}, &bytes.Buffer{}, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "/nonexistent/policy.json does not exist") || !strings.Contains(err.Error(), "omit --policy") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, args := range [][]string{{"frobnicate"}, {"serve", "--no-such-flag"}, {"serve", "extra"}} {
+		var errb bytes.Buffer
+		err := run(context.Background(), args, &bytes.Buffer{}, &errb)
+		if !errors.Is(err, errUsage) {
+			t.Errorf("run %v = %v; want a usage error (exit 2)", args, err)
+		}
+		if errb.Len() == 0 {
+			t.Errorf("run %v printed nothing to stderr", args)
+		}
+	}
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"help"}, &out, &bytes.Buffer{}); err != nil || !strings.Contains(out.String(), "HTTPS_PROXY") {
+		t.Errorf("help: %v %q", err, out.String())
+	}
+}
+
+func TestServeStartsAndStopsCleanly(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "policy.json")
+	pol := strings.Replace(string(defaultPolicy), `"listen": "127.0.0.1:8787"`, `"listen": "127.0.0.1:0", "ca": {"cert_file": "ca.pem", "key_file": "ca-key.pem"}`, 1)
+	if err := os.WriteFile(path, []byte(pol), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errb := &syncBuf{}
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"--policy", path}, &bytes.Buffer{}, errb) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(errb.String(), "detour is listening") {
+		if time.Now().After(deadline) {
+			t.Fatalf("not listening after 10s:\n%s", errb.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The CA was created next to the policy, key readable by its owner only.
+	st, err := os.Stat(filepath.Join(dir, "ca-key.pem"))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("CA key: %v, mode %v; want 0600", err, st.Mode().Perm())
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("serve returned %v after a clean stop", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+}
