@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -591,4 +592,60 @@ func TestMalformedRequestGets400InAppShape(t *testing.T) {
 	if primary.Calls()+backup.Calls() != 0 {
 		t.Error("a malformed request was forwarded")
 	}
+}
+
+// TestInterceptedStreamIsNotBuffered checks, through CONNECT and TLS
+// interception, that a committed stream's events reach the app as they are
+// sent (goproxy's MITM loop once buffered streams: goproxy #786). The check
+// is causal, not a timing: the upstream sends its next event only after the
+// app has received the previous one.
+func TestInterceptedStreamIsNotBuffered(t *testing.T) {
+	got1 := make(chan struct{})
+	up := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fl := w.(http.Flusher)
+		write := func(s string) { _, _ = io.WriteString(w, s); fl.Flush() }
+		write("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"m\",\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}}\n\n")
+		write("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n")
+		write("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"one\"}}\n\n")
+		select {
+		case <-got1:
+		case <-time.After(5 * time.Second):
+			write("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"TOO-LATE\"}}\n\n")
+		}
+		write("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\" two\"}}\n\n")
+		write("event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n")
+		write("event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":2}}\n\n")
+		write("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+	}))
+	defer up.Close()
+	caFile := filepath.Join(t.TempDir(), "up.pem")
+	if err := os.WriteFile(caFile, pemCert(up.Certificate()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := detourtest.Start(t, fmt.Sprintf(`{
+  "upstreams": {"u": {"shape": "anthropic", "base_url": %q, "ca_file": %q, "auth": {"from": "client"}}},
+  "routes": [{"name": "m", "match": {"host": "api.anthropic.com", "path": "/v1/messages"}, "chain": ["u"]}]
+}`, up.URL, caFile))
+	stream := anthropicClient(h).Messages.NewStreaming(ctxT(t), messageParams())
+	var msg anthropic.Message
+	for stream.Next() {
+		ev := stream.Current()
+		if err := msg.Accumulate(ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type == "content_block_delta" && ev.Delta.Text == "one" {
+			close(got1)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := msg.Content[0].Text; got != "one two" {
+		t.Fatalf("text = %q; want %q (TOO-LATE means the first event was held back)", got, "one two")
+	}
+}
+
+func pemCert(c *x509.Certificate) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
 }
