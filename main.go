@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/detour-proxy/detour/proxy"
+	"github.com/detour-proxy/detour/proxy/demo"
 )
 
 // defaultPolicy is the policy used when no --policy is given and there is
@@ -44,6 +45,8 @@ const usage = `detour — transparent failover for LLM API calls.
 
 Usage:
   detour [serve] [--policy FILE]   run the sidecar (default policy: ./policy.json, else the built-in one)
+  detour demo [--requests N]       watch failover happen: fake vendors with faults, detour, and the
+                                   official openai-go client, all in this process (no keys, no network)
   detour help                      show this help
 
 Point an app at detour with HTTPS_PROXY=http://127.0.0.1:8787 (and trust detour's CA),
@@ -59,6 +62,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch cmd {
 	case "serve":
 		return serve(ctx, args, stderr)
+	case "demo":
+		return runDemo(ctx, args, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -89,4 +94,18 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 	}
 	return proxy.Serve(ctx, proxy.Options{PolicyPath: path, BuiltinPolicy: defaultPolicy, Stderr: stderr})
+}
+
+func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	n := fs.Int("requests", 60, "how many chat completions to send")
+	seed := fs.Int64("seed", 1, "seed of the injected faults")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return errUsage
+	}
+	return demo.Run(ctx, demo.Options{Requests: *n, Seed: *seed, Out: stdout})
 }

@@ -308,6 +308,13 @@ func skipJSONLiteral(b []byte, i int, lit string) (int, *jsonSyntax) {
 // returns the index past its closing quote and whether it has escapes.
 func skipJSONString(b []byte, i int) (end int, escaped bool, err *jsonSyntax) {
 	for j := i + 1; j < len(b); j++ {
+		// Most bytes of a string need no thought: skip them in a tight loop.
+		for j < len(b) && jsonPlainStringByte[b[j]] {
+			j++
+		}
+		if j >= len(b) {
+			break
+		}
 		switch c := b[j]; {
 		case c == '"':
 			return j + 1, escaped, nil
@@ -335,6 +342,15 @@ func skipJSONString(b []byte, i int) (end int, escaped bool, err *jsonSyntax) {
 	}
 	return len(b), escaped, unexpected(b, len(b))
 }
+
+// jsonPlainStringByte marks the bytes that stand for themselves inside a
+// JSON string: not a quote, a backslash or a control character.
+var jsonPlainStringByte = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 func isHex(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
@@ -536,27 +552,33 @@ func decodeJSONString(v []byte) string {
 }
 
 // jsonInt reads a JSON number that is an integer; anything else (a
-// fraction, an exponent, a value out of range, not a number) is 0, as a
-// token count detour cannot read.
+// fraction, an exponent, a value out of the int64 range, not a number) is
+// 0, as a token count detour cannot read.
 func jsonInt(v []byte) int64 {
 	neg := len(v) > 0 && v[0] == '-'
 	if neg {
 		v = v[1:]
 	}
-	if len(v) == 0 || len(v) > 18 {
+	if len(v) == 0 {
 		return 0
 	}
-	var n int64
+	var n uint64
 	for _, c := range v {
 		if c < '0' || c > '9' {
 			return 0
 		}
-		n = n*10 + int64(c-'0')
+		n = n*10 + uint64(c-'0')
+		if n > 1<<63 {
+			return 0
+		}
 	}
 	if neg {
-		return -n
+		return -int64(n) // -(1<<63) converts exactly
 	}
-	return n
+	if n == 1<<63 {
+		return 0
+	}
+	return int64(n)
 }
 
 // appendJSONString appends s as a JSON string. Like encoding/json it turns

@@ -98,7 +98,10 @@ func inspectOpenAI(data []byte) EventKind {
 	if !ok || !it.obj {
 		return EventContent
 	}
-	kind := EventMeta
+	// isChunk: the event has the form of a chat.completion.chunk. Only such
+	// a chunk can be meta; JSON of another form (say, Responses API events
+	// from a misconfigured upstream) would otherwise be held to the end.
+	var isChunk, content bool
 	for {
 		m, ok := it.next()
 		if !ok {
@@ -112,19 +115,16 @@ func inspectOpenAI(data []byte) EventKind {
 				return EventError
 			}
 		case m.keyIs("usage"):
-			if !isEmptyJSONValue(m.value()) {
-				kind = EventContent
-			}
+			content = content || !isEmptyJSONValue(m.value())
 		case m.keyIs("choices"):
-			if openAIChoicesHaveContent(m.value()) {
-				kind = EventContent
-			}
+			isChunk = m.value()[0] == '['
+			content = content || openAIChoicesHaveContent(m.value())
 		}
 	}
-	if !it.validJSON() {
+	if content || !isChunk || !it.validJSON() {
 		return EventContent
 	}
-	return kind
+	return EventMeta
 }
 
 // openAIChoicesHaveContent reports whether any choice of a chunk has a
@@ -328,29 +328,37 @@ func inspectGemini(data []byte) EventKind {
 // geminiChunkKind classifies a GenerateContentResponse (or a Gemini error
 // envelope) by walking its members with it.
 func geminiChunkKind(it *jsonIter) EventKind {
-	kind := EventMeta
+	// Only JSON with a field of a GenerateContentResponse can be meta; JSON
+	// of another form would otherwise be held to the end of the stream.
+	var isResponse, content bool
 	for {
 		m, ok := it.next()
 		if !ok {
-			return kind
+			if content || !isResponse {
+				return EventContent
+			}
+			return EventMeta
 		}
+		isResponse = isResponse || geminiResponseFields[string(m.b[m.keyStart:m.keyEnd])]
 		switch {
 		case m.keyIs("error"):
 			if !isEmptyJSONValue(m.value()) {
 				return EventError
 			}
 		case m.keyIs("candidates"):
-			if geminiCandidatesHaveContent(m.value()) {
-				kind = EventContent
-			}
+			content = content || geminiCandidatesHaveContent(m.value())
 		case m.keyIs("promptFeedback"):
 			// A blocked prompt has no candidates, only a blockReason: the
 			// app's answer, not a failure.
-			if memberNotEmpty(m.value(), "blockReason") {
-				kind = EventContent
-			}
+			content = content || memberNotEmpty(m.value(), "blockReason")
 		}
 	}
+}
+
+// geminiResponseFields are the top-level fields of a GenerateContentResponse.
+var geminiResponseFields = map[string]bool{
+	"candidates": true, "promptFeedback": true, "usageMetadata": true,
+	"modelVersion": true, "responseId": true, "createTime": true,
 }
 
 // geminiCandidatesHaveContent reports whether any candidate has parts or a
@@ -443,6 +451,11 @@ func ExtractUsage(shape Shape, data []byte) (u Usage, ok bool) {
 	if !mayHoldUsage(data) {
 		return Usage{}, false
 	}
+	return extractUsage(shape, data)
+}
+
+// extractUsage is ExtractUsage without the byte pre-check.
+func extractUsage(shape Shape, data []byte) (u Usage, ok bool) {
 	it, isContainer := iterJSON(data)
 	if !isContainer || !it.obj {
 		return Usage{}, false

@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"os"
 	"strings"
@@ -109,6 +110,10 @@ func TestInspectEventRules(t *testing.T) {
 		{"the word error in content", OpenAI, `data: {"choices":[{"delta":{"content":"\"error\": none"}}]}` + "\n\n", C},
 		{"error despite odd choices", OpenAI, `data: {"choices":"x","error":{"message":"boom"}}` + "\n\n", E},
 		{"garbage", OpenAI, "data: <html>502 Bad Gateway</html>\n\n", C},
+		{"no choices: not a chunk", OpenAI, `data: {"id":"chatcmpl-1","object":"chat.completion.chunk"}` + "\n\n", C},
+		{"Responses API event", OpenAI, "event: response.created\n" + `data: {"type":"response.created","response":{"id":"resp_1"}}` + "\n\n", C},
+		{"choices not an array", OpenAI, `data: {"choices":{}}` + "\n\n", C},
+		{"escaped keys", OpenAI, `data: {"ch\u006fices":[{"delta":{"r\u006fle":"assistant","c\u006fntent":""}}]}` + "\n\n", M},
 		{"truncated JSON", OpenAI, `data: {"choices":[{"delta":` + "\n\n", C},
 		{"not an object", OpenAI, "data: 42\n\n", C},
 
@@ -129,6 +134,7 @@ func TestInspectEventRules(t *testing.T) {
 		{"nameless delta", Anthropic, "data: {\"type\":\"content_block_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":\"x\"}}\n\n", C},
 		{"nameless error", Anthropic, "data: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\"}}\n\n", E},
 		{"nameless OpenAI-style error", Anthropic, "data: {\"error\":{\"message\":\"boom\"}}\n\n", E},
+		{"nameless escaped type", Anthropic, "data: {\"type\":\"message\\u005fstart\",\"message\":{}}\n\n", M},
 		{"nameless message_stop", Anthropic, "data: {\"type\":\"message_stop\"}\n\n", D},
 		{"unknown name", Anthropic, "event: message_progress\ndata: {\"type\":\"message_progress\"}\n\n", C},
 		{"unknown name, error type", Anthropic, "event: oops\ndata: {\"type\":\"error\",\"error\":{}}\n\n", E},
@@ -147,6 +153,8 @@ func TestInspectEventRules(t *testing.T) {
 		{"bare array-wrapped error", Gemini, `[{"error":{"code":503,"status":"UNAVAILABLE"}}]` + "\n", E},
 		{"array without error", Gemini, `data: [{"candidates":[]}]` + "\n\n", C},
 		{"garbage", Gemini, "data: [DONE]\n\n", C},
+		{"unknown object", Gemini, `data: {"foo":1}` + "\n\n", C},
+		{"empty object", Gemini, "data: {}\n\n", C},
 
 		{"unknown shape", Shape("cohere"), "data: {}\n\n", C},
 	}
@@ -304,4 +312,38 @@ func BenchmarkExtractUsage(b *testing.B) {
 			}
 		})
 	}
+}
+
+func FuzzInspectEvent(f *testing.F) {
+	for _, name := range []string{"openai_text.sse", "openai_error.sse", "openrouter_error.sse", "anthropic_text.sse", "anthropic_overloaded.sse", "gemini_text.sse", "gemini_bare_error.sse"} {
+		for _, ev := range inspectReadStream(f, name) {
+			f.Add(ev.Name, ev.Data)
+		}
+	}
+	f.Add("", []byte(`{"usage":null,"usage":{"prompt_tokens":1}}`))
+	f.Add("", []byte(`[{"error":{}}]`))
+	f.Fuzz(func(t *testing.T, name string, data []byte) {
+		trimmed := bytes.TrimSpace(data)
+		for _, shape := range Shapes {
+			kind := InspectEvent(shape, sse.Event{Name: name, Data: data})
+			if kind < EventMeta || kind > EventDone {
+				t.Fatalf("InspectEvent(%s, %q, %q) = %d", shape, name, data, kind)
+			}
+			// What detour cannot read must never be held (see InspectEvent),
+			// unless an Anthropic event name decides without the data.
+			_, _, named := anthropicEventKind(name)
+			if kind == EventMeta && len(trimmed) > 0 && !json.Valid(trimmed) && !(shape == Anthropic && named) {
+				t.Fatalf("InspectEvent(%s, %q, %q) holds unreadable data", shape, name, data)
+			}
+			// The byte pre-check must not hide any usage the walk finds.
+			u1, ok1 := ExtractUsage(shape, data)
+			u2, ok2 := extractUsage(shape, data)
+			if u1 != u2 || ok1 != ok2 {
+				t.Fatalf("ExtractUsage(%s, %q) = %+v, %v; without pre-check %+v, %v", shape, data, u1, ok1, u2, ok2)
+			}
+			if ok2 && !json.Valid(data) {
+				t.Fatalf("ExtractUsage(%s, %q) read invalid JSON", shape, data)
+			}
+		}
+	})
 }

@@ -110,8 +110,11 @@ func TestAnthropicSDKStreamErrorEarly(t *testing.T) {
 		t.Fatalf("stream error = %v; want one containing overloaded_error", err)
 	}
 	var apiErr *anthropic.Error
-	if errors.As(err, &apiErr) && apiErr.Type() != "overloaded_error" {
-		t.Errorf("error type = %q; want overloaded_error", apiErr.Type())
+	if !errors.As(err, &apiErr) {
+		t.Fatalf("err = %T; want *anthropic.Error", err)
+	}
+	if apiErr.Type() != "overloaded_error" || apiErr.StatusCode != 200 {
+		t.Errorf("error type %q status %d; want overloaded_error inside a 200", apiErr.Type(), apiErr.StatusCode)
 	}
 	if n != 1 || len(msg.Content) != 0 {
 		t.Errorf("got %d events and content %+v before the error; want message_start only", n, msg.Content)

@@ -162,8 +162,11 @@ type Fault struct {
 	// 200; streams that have begun always carry 200.
 	Status int
 	// Class is the error flavour of a Status fault and of in-stream errors
-	// (one of Classes). Empty with a Status means the vendor's generic body
-	// for that status; empty on a stream error means the shape's usual
+	// (one of Classes). Empty with a Status means the vendor's usual body
+	// for that status: the class whose status it is (OpenAI 429 →
+	// rate_limit, Anthropic 529 → overloaded, Gemini 400 →
+	// invalid_request), else a generic envelope with the status text.
+	// Empty on a stream error means the shape's usual
 	// in-stream error (OpenAI server_error, Anthropic and Gemini
 	// overloaded).
 	Class string

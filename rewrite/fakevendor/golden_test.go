@@ -100,7 +100,7 @@ data: {"type":"message_stop"}
 		{rewrite.Anthropic, "/v1/messages", `{"model":"claude-sonnet-4-5","stream":true}`, anthropicWant},
 	} {
 		t.Run(string(tc.shape), func(t *testing.T) {
-			_, srv := serve(t, tc.shape, Options{Text: "Hi!"})
+			_, srv := serve(t, tc.shape, Options{Text: "Hi!", Chunks: 1})
 			prompt := len(tc.body) / 4
 			want := strings.NewReplacer("PROMPT", strconv.Itoa(prompt), "TOTAL", strconv.Itoa(prompt+1)).Replace(tc.want)
 			if got := mustPost(t, srv.URL+tc.path, tc.body).body; string(got) != want {

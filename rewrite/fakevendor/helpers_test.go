@@ -69,11 +69,12 @@ type reply struct {
 
 // post sends body to url and reads the whole answer; the error is a
 // transport error before any response.
+// It does not fail the test itself, so goroutines may call it.
 func post(t *testing.T, ctx context.Context, url, body string) (reply, error) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
-		t.Fatal(err)
+		return reply{}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
@@ -148,4 +149,23 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// stringsReader is an http.Request body, nil when s is empty.
+func stringsReader(s string) io.Reader {
+	if s == "" {
+		return nil
+	}
+	return strings.NewReader(s)
+}
+
+// readAll reads and closes resp's body.
+func readAll(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading body: %v", err)
+	}
+	return string(b)
 }

@@ -12,6 +12,7 @@ import (
 // WeightedFault is a fault with the probability of drawing it for a request
 // that has no scripted fault.
 type WeightedFault struct {
+	// Fault is what the drawn request gets.
 	Fault Fault
 	// P is the probability, in [0, 1]; the probabilities of a set sum to at
 	// most 1 and the rest of the mass is the default fault.

@@ -2,6 +2,7 @@ package fakevendor
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 	"unicode"
@@ -114,7 +115,9 @@ func (s *streamWriter) send(evs ...event) bool {
 		if _, err := s.w.Write(b); err != nil {
 			return false
 		}
-		if err := s.rc.Flush(); err != nil {
+		// A writer that cannot flush still gets the whole stream, in one
+		// piece; any other flush error means the client is gone.
+		if err := s.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
 			return false
 		}
 		s.sent++

@@ -50,11 +50,14 @@ type Options struct {
 
 // Recorded is one request as the fake received it.
 type Recorded struct {
+	// Method, Path and RawQuery are the request line's.
 	Method   string
 	Path     string
 	RawQuery string
-	Header   http.Header
-	Body     []byte
+	// Header is a clone of the request's headers, credentials included.
+	Header http.Header
+	// Body is the request body (up to 32 MiB).
+	Body []byte
 	// Model is the requested model: the body's "model" (OpenAI,
 	// Anthropic) or the model of the URL (Gemini); empty when unknown.
 	Model string

@@ -105,7 +105,7 @@ type Reader struct {
 	r, w    int   // buf[r:w] is read from rd but not yet returned as events
 	err     error // first error from rd; io.EOF stays, others are returned once
 	max     int
-	started bool // some bytes of the stream were already parsed (for the BOM)
+	started bool // an event was returned: a BOM is no longer special
 
 	data  []byte            // joined Data when an event has several data lines
 	names map[string]string // interned event names, so Name costs no allocation
@@ -205,8 +205,7 @@ func (r *Reader) Next() (Event, error) {
 		line := b[off:end]
 		lineStart := off
 		off, from = next, next
-		if !r.started {
-			r.started = true
+		if !r.started && lineStart == 0 {
 			if bytes.HasPrefix(line, utf8BOM) {
 				line = line[len(utf8BOM):]
 				lineStart += len(utf8BOM)
@@ -279,6 +278,7 @@ func (r *Reader) finish(ev Event, n, nData, dataA, dataB, comments, fields int) 
 	}
 	ev.Comment = comments > 0 && fields == 0
 	r.r += n
+	r.started = true
 	return ev
 }
 

@@ -53,6 +53,11 @@ func (c *chunkReader) Read(p []byte) (int, error) {
 	return k, nil
 }
 
+// testdata/*.sse hold the example streams of translation.md §3 and the
+// in-stream errors of provider-errors.md (Anthropic overloaded right after
+// message_start, OpenAI and OpenRouter error chunks, Gemini error chunks
+// with and without "data:"), byte for byte. rewrite's InspectEvent tests
+// read them too.
 func TestReaderVendorStreamsRoundTripByteExact(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.sse")
 	if err != nil || len(files) == 0 {
@@ -330,6 +335,18 @@ func TestReaderBuffered(t *testing.T) {
 	}
 	if got := r.Buffered(); got != len("data: b\n\n") {
 		t.Errorf("Buffered = %d", got)
+	}
+}
+
+func TestReaderBOMAfterReadError(t *testing.T) {
+	// Next starts over after a read error; the BOM must still be skipped.
+	boom := errors.New("timeout")
+	r := NewReader(&flakyReader{first: "\xEF\xBB\xBFdata: a\n", rest: "\n", err: boom})
+	if _, err := r.Next(); err != boom {
+		t.Fatalf("err = %v; want %v", err, boom)
+	}
+	if ev, err := r.Next(); err != nil || string(ev.Data) != "a" {
+		t.Fatalf("Next = %q, %v", ev.Data, err)
 	}
 }
 

@@ -1,0 +1,234 @@
+// Package demo runs `detour demo`: three fake OpenAI-compatible vendors with
+// injected faults, detour in the same process as their HTTPS_PROXY, and the
+// official openai-go client sending requests through it — so anyone can
+// watch failover happen on a fresh machine with no keys and no network.
+package demo
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/detour-proxy/detour/proxy"
+	"github.com/detour-proxy/detour/proxy/mitm"
+	"github.com/detour-proxy/detour/rewrite"
+	"github.com/detour-proxy/detour/rewrite/fakevendor"
+)
+
+// Options configure a demo run.
+type Options struct {
+	// Requests is how many chat completions the client sends. Default 60.
+	Requests int
+	// Concurrency is how many run at once. Default 4.
+	Concurrency int
+	// Seed makes the injected faults reproducible. Default 1.
+	Seed int64
+	// Pace is each client worker's pause between requests, so that a person
+	// can watch (and the quota cooldown can expire mid-run). Default 100ms.
+	Pace time.Duration
+	// Out receives the progress line and the table.
+	Out io.Writer
+	// LogOut receives detour's JSON log (default: discarded).
+	LogOut io.Writer
+}
+
+type vendorSpec struct {
+	name   string
+	faults string
+	about  string
+}
+
+// The cast: the primary runs out of quota at its 16th call and is flaky
+// before that; the backup is overloaded now and then; local always answers.
+var cast = []vendorSpec{
+	{"openai", "529:overloaded=0.15,hang=0.08,stream_error_early:overloaded=0.1", "flaky, then out of quota"},
+	{"backup", "503:overloaded=0.2,html=0.05", "overloaded now and then"},
+	{"local", "", "always answers"},
+}
+
+// Run runs the demo and returns when every request has finished.
+func Run(ctx context.Context, opts Options) error {
+	if opts.Requests <= 0 {
+		opts.Requests = 60
+	}
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = 4
+	}
+	if opts.Seed == 0 {
+		opts.Seed = 1
+	}
+	if opts.Pace == 0 {
+		opts.Pace = 100 * time.Millisecond
+	}
+	if opts.LogOut == nil {
+		opts.LogOut = io.Discard
+	}
+	out := opts.Out
+	dir, err := os.MkdirTemp("", "detour-demo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+
+	var ups []string
+	var vendors []*fakevendor.Vendor
+	for i, spec := range cast {
+		v := fakevendor.New(rewrite.OpenAI, fakevendor.Options{Name: spec.name, EventDelay: 10 * time.Millisecond})
+		if spec.faults != "" {
+			fs, err := fakevendor.ParseFaults(spec.faults)
+			if err != nil {
+				return err
+			}
+			v.SetRandomFaults(fs, opts.Seed+int64(i))
+		}
+		srv := httptest.NewUnstartedServer(v)
+		srv.StartTLS()
+		defer srv.Close()
+		caFile := filepath.Join(dir, spec.name+".pem")
+		if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644); err != nil {
+			return err
+		}
+		ups = append(ups, fmt.Sprintf(`%q: {"shape": "openai", "base_url": %q, "ca_file": %q, "auth": {"none": true}, "timeouts": {"first_byte": "400ms"}}`,
+			spec.name, srv.URL+"/v1", caFile))
+		vendors = append(vendors, v)
+	}
+	policyPath := filepath.Join(dir, "policy.json")
+	pol := fmt.Sprintf(`{
+  "version": "demo",
+  "ca": {"cert_file": "ca.pem", "key_file": "ca-key.pem"},
+  "upstreams": {%s},
+  "routes": [{"name": "openai-chat", "match": {"host": "api.openai.com", "path": "/v1/chat/completions"}, "chain": ["openai", "backup", "local"]}],
+  "errors": {"classes": {"quota_exhausted": {"cooldown": "1s"}}},
+  "deadline": "10s"
+}`, strings.Join(ups, ",\n"))
+	if err := os.WriteFile(policyPath, []byte(pol), 0o644); err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	tally := newTally()
+	ready := make(chan *mitm.CA, 1)
+	pctx, stop := context.WithCancel(ctx)
+	defer stop()
+	served := make(chan error, 1)
+	go func() {
+		served <- proxy.Serve(pctx, proxy.Options{
+			PolicyPath: policyPath, Stderr: opts.LogOut, Listener: ln,
+			Ready:    func(_ net.Addr, ca *mitm.CA) { ready <- ca },
+			OnRecord: tally.add,
+		})
+	}()
+	var ca *mitm.CA
+	select {
+	case ca = <-ready:
+	case err := <-served:
+		return fmt.Errorf("detour did not start: %w", err)
+	}
+
+	fmt.Fprintf(out, "detour demo: %d chat completions from openai-go through detour (HTTPS_PROXY=http://%s)\n", opts.Requests, ln.Addr())
+	fmt.Fprintf(out, "chain: openai (%s) → backup (%s) → local (%s)\n\n", cast[0].about, cast[1].about, cast[2].about)
+
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	client := openai.NewClient(
+		option.WithBaseURL("https://api.openai.com/v1/"),
+		option.WithAPIKey("sk-demo-not-a-real-key"),
+		option.WithMaxRetries(0),
+		option.WithHTTPClient(&http.Client{Transport: &http.Transport{
+			Proxy:           http.ProxyURL(&url.URL{Scheme: "http", Host: ln.Addr().String()}),
+			TLSClientConfig: &tls.Config{RootCAs: pool},
+		}}),
+	)
+	start := time.Now()
+	quotaAt := opts.Requests / 3
+	var quotaOnce sync.Once
+	live := isTerminal(out)
+	var wg sync.WaitGroup
+	jobs := make(chan int)
+	var appErrs sync.Map
+	for w := 0; w < opts.Concurrency; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				if i >= quotaAt {
+					// From here on the primary's quota is gone: every call
+					// gets 429 insufficient_quota. detour should cool it
+					// down and probe it only when the cooldown ends.
+					quotaOnce.Do(func() {
+						vendors[0].SetRandomFaults(nil, 0)
+						vendors[0].SetDefault(fakevendor.Fault{Kind: fakevendor.Status, Status: 429, Class: fakevendor.ClassInsufficientQuota})
+					})
+				}
+				if err := ask(ctx, &client, i%3 == 0); err != nil {
+					appErrs.Store(i, err)
+				}
+				tally.progress(out, opts.Requests, live)
+				select {
+				case <-time.After(opts.Pace):
+				case <-ctx.Done():
+				}
+			}
+		}()
+	}
+	for i := 0; i < opts.Requests && ctx.Err() == nil; i++ {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	elapsed := time.Since(start)
+	stop()
+	<-served
+	fmt.Fprintln(out)
+	tally.table(out, vendors, elapsed)
+	n := 0
+	appErrs.Range(func(_, _ any) bool { n++; return true })
+	fmt.Fprintf(out, "\nThe app saw %d errors in %d requests. Each answer's x-detour-answered-by header names who answered.\n", n, opts.Requests)
+	return ctx.Err()
+}
+
+// isTerminal reports whether w is a terminal, where a progress line can be
+// redrawn in place.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+func ask(ctx context.Context, c *openai.Client, stream bool) error {
+	params := openai.ChatCompletionNewParams{
+		Model:    "gpt-4o",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Say hello.")},
+	}
+	if !stream {
+		_, err := c.Chat.Completions.New(ctx, params)
+		return err
+	}
+	s := c.Chat.Completions.NewStreaming(ctx, params)
+	acc := openai.ChatCompletionAccumulator{}
+	for s.Next() {
+		acc.AddChunk(s.Current())
+	}
+	return s.Err()
+}
