@@ -3,13 +3,13 @@ package chain
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -164,6 +164,19 @@ func (s *session) attempt(u *policy.Upstream, model string, last bool) bool {
 	}
 
 	if s.stream && isEventStream(resp.Header) {
+		// Until its commit point a stream is also bounded by first_byte
+		// counted from the attempt's start: keep-alive pings, comments and
+		// empty opening events re-arm the idle timer but must not let a
+		// stuck upstream hold the request until the deadline.
+		commitBy := start.Add(u.Timeouts.FirstByte)
+		body.next = func() (time.Duration, string) {
+			d, ph := bounded(u.Timeouts.Idle, phaseIdle)
+			if left := time.Until(commitBy); left < d {
+				return left, phaseFirstByte
+			}
+			return d, ph
+		}
+		timer.arm(body.next())
 		return s.streamAnswer(u, resp, body, timer, last, finish)
 	}
 
@@ -231,7 +244,7 @@ func (s *session) failed(u *policy.Upstream, v policy.Verdict, f *failure, last 
 // event that carries content — holding back the events before it, so that an
 // early in-stream error still falls over. After the commit point every event
 // is written and flushed as it arrives.
-func (s *session) streamAnswer(u *policy.Upstream, resp *http.Response, body io.Reader, timer *attemptTimer, last bool, finish func(outcome, class, reason string, status int)) bool {
+func (s *session) streamAnswer(u *policy.Upstream, resp *http.Response, body *timedReader, timer *attemptTimer, last bool, finish func(outcome, class, reason string, status int)) bool {
 	rd := sse.NewReader(body)
 	var pending bytes.Buffer
 	var usage usageMerger
@@ -250,6 +263,16 @@ func (s *session) streamAnswer(u *policy.Upstream, resp *http.Response, body io.
 				v = s.pol.ClassifyFor(u.Name, policy.Outcome{Shape: u.Shape, Err: err, Timeout: timer.firedPhase()}, s.r.now())
 			}
 			return s.failed(u, v, &failure{upstream: u.Name, verdict: v}, last, finish)
+		}
+		if !terminated(ev.Raw) {
+			// The upstream closed in the middle of an event. If the event
+			// is whole JSON (some servers omit the last blank line) it is
+			// repaired; half an event is not content.
+			if !wholeEvent(ev) {
+				v := policy.Verdict{Class: policy.ClassBadResponse, Reason: "stream ended in the middle of an event"}
+				return s.failed(u, v, &failure{upstream: u.Name, verdict: v}, last, finish)
+			}
+			ev.Raw = append(ev.Raw, "\n\n"...)
 		}
 		kind := rewrite.InspectEvent(u.Shape, ev)
 		switch kind {
@@ -279,9 +302,7 @@ func (s *session) streamAnswer(u *policy.Upstream, resp *http.Response, body io.
 		timer.arm(u.Timeouts.Idle, phaseIdle)
 		// After the commit point the request's deadline no longer applies:
 		// a long answer is fine as long as bytes keep coming.
-		if t, ok := body.(*timedReader); ok {
-			t.next = func() (time.Duration, string) { return u.Timeouts.Idle, phaseIdle }
-		}
+		body.next = func() (time.Duration, string) { return u.Timeouts.Idle, phaseIdle }
 		usage.add(u.Shape, ev.Data)
 		s.pump(u, rd, append(pending.Bytes(), ev.Raw...), kind == rewrite.EventDone || endsStream(u.Shape, ev), timer, &usage)
 		return true
@@ -327,6 +348,17 @@ func (s *session) pump(u *policy.Upstream, rd *sse.Reader, first []byte, ended b
 			write(rewrite.StreamErrorEvent(s.app, rewrite.AppError{Status: rewrite.StatusForClass(string(class)), Class: string(class), Message: msg}))
 			return
 		}
+		if !terminated(ev.Raw) {
+			if !wholeEvent(ev) {
+				// Half an event: never forwarded (the app would read it
+				// glued to the error event that follows).
+				class, msg := policy.ClassServerError, "detour: upstream "+u.Name+" ended the stream in the middle of an event"
+				s.cut(u, class, msg)
+				write(rewrite.StreamErrorEvent(s.app, rewrite.AppError{Status: rewrite.StatusForClass(string(class)), Class: string(class), Message: msg}))
+				return
+			}
+			ev.Raw = append(ev.Raw, "\n\n"...)
+		}
 		kind := rewrite.InspectEvent(u.Shape, ev)
 		if kind == rewrite.EventDone || endsStream(u.Shape, ev) {
 			ended = true
@@ -361,6 +393,18 @@ func (s *session) clientGoneAfterCommit() {
 	if n := len(s.rec.Attempts); n > 0 {
 		s.rec.Attempts[n-1].Outcome = OutcomeClientGone
 	}
+}
+
+// terminated reports whether an event's raw bytes end with the blank line
+// that closes an SSE event.
+func terminated(raw []byte) bool {
+	return bytes.HasSuffix(raw, []byte("\n\n")) || bytes.HasSuffix(raw, []byte("\r\r")) || bytes.HasSuffix(raw, []byte("\r\n\r\n"))
+}
+
+// wholeEvent reports whether an unterminated event's data is complete.
+func wholeEvent(ev sse.Event) bool {
+	d := bytes.TrimSpace(ev.Data)
+	return string(d) == "[DONE]" || json.Valid(d)
 }
 
 // endsStream reports whether ev is a stream's natural last event for shapes
@@ -439,6 +483,16 @@ func (s *session) buildRequest(ctx context.Context, u *policy.Upstream, model st
 	for _, k := range policy.CredentialHeaders() {
 		h.Del(k)
 	}
+	// Account-scoping headers belong with the app's credential: sent with
+	// another key they make the vendor answer 401 (OpenAI
+	// mismatched_organization), and they name the app's org to a third
+	// party. They go back only with the app's own key.
+	for _, k := range accountHeaders {
+		h.Del(k)
+	}
+	// The body is already buffered; waiting for "100 Continue" would only
+	// add up to a second per attempt.
+	h.Del("Expect")
 	for k := range h {
 		if strings.HasPrefix(k, "X-Detour-") {
 			h.Del(k)
@@ -474,6 +528,9 @@ func (s *session) buildRequest(ctx context.Context, u *policy.Upstream, model st
 // copyClientCredential puts back the app's own credential for an upstream of
 // the app's shape. Only the header that shape uses is copied.
 func copyClientCredential(dst, src http.Header, queryKey string, shape rewrite.Shape) {
+	for _, k := range accountHeaders {
+		copyHeader(dst, src, k)
+	}
 	switch shape {
 	case rewrite.OpenAI:
 		copyHeader(dst, src, "Authorization")
@@ -491,6 +548,9 @@ func copyClientCredential(dst, src http.Header, queryKey string, shape rewrite.S
 	}
 }
 
+// accountHeaders scope a credential to an organization or project.
+var accountHeaders = []string{"Openai-Organization", "Openai-Project", "X-Goog-User-Project"}
+
 func copyHeader(dst, src http.Header, k string) {
 	if v := src.Values(k); len(v) > 0 {
 		dst[k] = append([]string(nil), v...)
@@ -507,5 +567,3 @@ func setKey(h http.Header, shape rewrite.Shape, key string) {
 		h.Set("X-Goog-Api-Key", key)
 	}
 }
-
-var _ = url.Values{}

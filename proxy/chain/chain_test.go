@@ -361,3 +361,116 @@ func TestClientCancelBeforeCommitIsNotAnUpstreamFailure(t *testing.T) {
 		t.Error("an abandoned request put the upstream in cooldown")
 	}
 }
+
+// rawUpstream serves handler over TLS and returns an upstream JSON entry.
+func rawUpstream(t *testing.T, name string, extra string, handler http.HandlerFunc) string {
+	t.Helper()
+	up := httptest.NewTLSServer(handler)
+	t.Cleanup(up.Close)
+	caFile := filepath.Join(t.TempDir(), name+".pem")
+	writeCert(t, caFile, up)
+	return fmt.Sprintf(`%q: {"shape": "openai", "base_url": %q, "ca_file": %q, "auth": {"from": "client"}%s}`, name, up.URL+"/v1", caFile, extra)
+}
+
+func sseHandler(events []string, then func(w http.ResponseWriter, r *http.Request)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, e := range events {
+			io.WriteString(w, e)
+			w.(http.Flusher).Flush()
+		}
+		if then != nil {
+			then(w, r)
+		}
+	}
+}
+
+const roleChunk = `data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}` + "\n\n"
+
+func TestKeepAlivesBeforeCommitDoNotOutliveFirstByte(t *testing.T) {
+	pinger := rawUpstream(t, "a", `, "timeouts": {"first_byte": "300ms"}`, sseHandler([]string{roleChunk}, func(w http.ResponseWriter, r *http.Request) {
+		for {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+				io.WriteString(w, ": keep-alive\n\n")
+				w.(http.Flusher).Flush()
+			}
+		}
+	}))
+	b := detourtest.NewVendor(t, rewrite.OpenAI, "b")
+	r := newRunner(t, "api.openai.com", openaiPolicy([]string{pinger, upstreamJSON("b", b, "")}, `["a","b"]`, `, "deadline": "30s"`))
+	resp := post(t, r.srv.URL+"/v1/chat/completions", streamBody)
+	evs := events(t, resp.Body)
+	if resp.StatusCode != 200 || b.Calls() != 1 || len(evs) == 0 {
+		t.Fatalf("status %d, b calls %d; want b to answer after a's first_byte ran out", resp.StatusCode, b.Calls())
+	}
+	if a := r.record(t).Attempts[0]; a.Class != "timeout" || !strings.Contains(a.Reason, "first_byte") {
+		t.Errorf("a's attempt = %+v; want timeout first_byte", a)
+	}
+}
+
+func TestHalfEventAtEndOfStream(t *testing.T) {
+	half := `data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"tw`
+	content := `data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"one"}}]}` + "\n\n"
+
+	t.Run("before commit falls over", func(t *testing.T) {
+		a := rawUpstream(t, "a", "", sseHandler([]string{roleChunk, half}, nil))
+		b := detourtest.NewVendor(t, rewrite.OpenAI, "b")
+		r := newRunner(t, "api.openai.com", openaiPolicy([]string{a, upstreamJSON("b", b, "")}, `["a","b"]`, ""))
+		resp := post(t, r.srv.URL+"/v1/chat/completions", streamBody)
+		io.Copy(io.Discard, resp.Body)
+		if b.Calls() != 1 {
+			t.Fatalf("b calls = %d; half an event is not content, a must fall over", b.Calls())
+		}
+		if at := r.record(t).Attempts[0]; at.Class != "bad_response" {
+			t.Errorf("a's attempt = %+v", at)
+		}
+	})
+	t.Run("after commit is dropped, then an error event", func(t *testing.T) {
+		a := rawUpstream(t, "a", "", sseHandler([]string{roleChunk, content, half}, nil))
+		r := newRunner(t, "api.openai.com", openaiPolicy([]string{a}, `["a"]`, ""))
+		resp := post(t, r.srv.URL+"/v1/chat/completions", streamBody)
+		evs := events(t, resp.Body)
+		last := evs[len(evs)-1]
+		if strings.Contains(string(last.Raw), `"tw`) || !rewrite.ParseError(last.Data).Parsed {
+			t.Errorf("last event = %q; want only a whole error event", last.Raw)
+		}
+	})
+	t.Run("whole JSON without the final blank line is repaired", func(t *testing.T) {
+		a := rawUpstream(t, "a", "", sseHandler([]string{roleChunk, content, `data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\n", "data: [DONE]"}, nil))
+		r := newRunner(t, "api.openai.com", openaiPolicy([]string{a}, `["a"]`, ""))
+		resp := post(t, r.srv.URL+"/v1/chat/completions", streamBody)
+		evs := events(t, resp.Body)
+		if last := evs[len(evs)-1]; string(last.Data) != "[DONE]" || r.record(t).Error != "" {
+			t.Errorf("last event %q, record error %q; want [DONE] and no error", last.Raw, r.record(t).Error)
+		}
+	})
+}
+
+func TestAccountHeadersStayWithTheAppKey(t *testing.T) {
+	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
+	b := detourtest.NewVendor(t, rewrite.OpenAI, "b")
+	keyFile := filepath.Join(t.TempDir(), "k")
+	os.WriteFile(keyFile, []byte("sk-b"), 0o600)
+	bJSON := fmt.Sprintf(`"b": {"shape": "openai", "base_url": %q, "ca_file": %q, "auth": {"file": %q}}`, b.BaseURL(), b.CAFile, keyFile)
+	r := newRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, ""), bJSON}, `["a","b"]`, ""))
+	a.Script(fv.Fault{Kind: fv.Status, Status: 503})
+	req, _ := http.NewRequest(http.MethodPost, r.srv.URL+"/v1/chat/completions", strings.NewReader(`{"model":"gpt-4o","messages":[]}`))
+	req.Header.Set("Authorization", "Bearer sk-app")
+	req.Header.Set("OpenAI-Organization", "org-app")
+	req.Header.Set("Expect", "100-continue")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := a.Requests()[0].Header.Get("OpenAI-Organization"); got != "org-app" {
+		t.Errorf("a (auth from client) org header = %q; want the app's", got)
+	}
+	hb := b.Requests()[0].Header
+	if hb.Get("OpenAI-Organization") != "" || hb.Get("Expect") != "" {
+		t.Errorf("b got org %q expect %q; want neither", hb.Get("OpenAI-Organization"), hb.Get("Expect"))
+	}
+}
