@@ -8,6 +8,7 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -90,7 +91,7 @@ func NewServer(store *policy.Store, signer *mitm.Signer, runner *chain.Runner, l
 	s.gp = gp
 
 	s.front = &http.Server{
-		Handler:           gp,
+		Handler:           http.HandlerFunc(s.serveFront),
 		ReadHeaderTimeout: ReadHeaderTimeout,
 		IdleTimeout:       IdleConnTimeout,
 		ErrorLog:          log.New(serverErrorLog{logger}, "", 0),
@@ -108,6 +109,52 @@ func NewServer(store *policy.Store, signer *mitm.Signer, runner *chain.Runner, l
 	return s
 }
 
+type interceptKey struct{}
+
+// serveFront decides interception once per CONNECT, before goproxy sees
+// it, and records the decision in the request's context so that a policy
+// reload between here and goproxy's CONNECT handler cannot split it. For
+// intercepted hosts it also wraps the connection so that bytes the app sent
+// in the same write as the CONNECT (a pipelined TLS ClientHello), which the
+// server has already buffered, are not lost: goproxy replays them for
+// tunnels but not for hijacked connections.
+func (s *Server) serveFront(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodConnect {
+		host, _ := splitHostPort(r.URL.Host)
+		if s.store.Load().Intercepts(host) {
+			r = r.WithContext(context.WithValue(r.Context(), interceptKey{}, true))
+			if hj, ok := w.(http.Hijacker); ok {
+				w = replayHijacker{ResponseWriter: w, hj: hj}
+			}
+		}
+	}
+	s.gp.ServeHTTP(w, r)
+}
+
+type replayHijacker struct {
+	http.ResponseWriter
+	hj http.Hijacker
+}
+
+func (h replayHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, rw, err := h.hj.Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	if rw.Reader.Buffered() > 0 {
+		c = &bufferedConn{Conn: c, r: rw.Reader}
+	}
+	return c, rw, nil
+}
+
+// bufferedConn reads first what a bufio.Reader already holds.
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
 // Serve accepts connections on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
 	s.guard.add(ln.Addr())
@@ -116,15 +163,19 @@ func (s *Server) Serve(ln net.Listener) error {
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
+	_ = s.inner.Close()
 	return err
 }
 
 // Shutdown stops accepting, then waits for in-flight requests and streams
 // (intercepted ones included) to finish or ctx to end.
 func (s *Server) Shutdown(ctx context.Context) error {
+	// Both at once: intercepted streams drain on the inner server while
+	// base-URL streams drain on the front one, within the same budget.
+	errc := make(chan error, 1)
+	go func() { errc <- s.inner.Shutdown(ctx) }()
 	err1 := s.front.Shutdown(ctx)
-	err2 := s.inner.Shutdown(ctx)
-	return errors.Join(err1, err2)
+	return errors.Join(err1, <-errc)
 }
 
 // Dial connects to an upstream or tunnelled host, refusing detour's own
@@ -141,7 +192,7 @@ func (s *Server) Dial(ctx context.Context, network, addr string) (net.Conn, erro
 // decrypted.
 func (s *Server) connect(hostport string, ctx *goproxy.ProxyCtx) (*goproxy.ConnectAction, string) {
 	host, port := splitHostPort(hostport)
-	if s.store.Load().Intercepts(host) {
+	if intercept, _ := ctx.Req.Context().Value(interceptKey{}).(bool); intercept {
 		return &goproxy.ConnectAction{Action: goproxy.ConnectHijack, Hijack: func(req *http.Request, client net.Conn, _ *goproxy.ProxyCtx) {
 			s.hijack(client, host, port)
 		}}, hostport
@@ -205,6 +256,18 @@ var baseAliases = map[string]string{
 // baseURL serves base-URL mode: http://127.0.0.1:8787/openai/v1/... is a
 // request for https://api.openai.com/v1/..., and so on.
 func (s *Server) baseURL(w http.ResponseWriter, r *http.Request) {
+	// Base-URL mode is plain HTTP on loopback, which any web page the user
+	// visits can POST to (text/plain needs no CORS preflight), and with DNS
+	// rebinding even read. Detour's own keys are behind it, so only requests
+	// addressed to a loopback name, and not sent by a browser page, pass.
+	if !loopbackHost(r.Host) {
+		http.Error(w, "detour: base-URL mode answers only requests addressed to 127.0.0.1, [::1] or localhost; got Host "+r.Host, http.StatusMisdirectedRequest)
+		return
+	}
+	if r.Header.Get("Origin") != "" || (r.Header.Get("Sec-Fetch-Site") != "" && r.Header.Get("Sec-Fetch-Site") != "none") {
+		http.Error(w, "detour: requests from web pages are refused", http.StatusForbidden)
+		return
+	}
 	rest := strings.TrimPrefix(r.URL.Path, "/")
 	alias, tail, _ := strings.Cut(rest, "/")
 	host, ok := baseAliases[alias]
@@ -227,6 +290,19 @@ func splitHostPort(hp string) (host, port string) {
 		return strings.ToLower(strings.Trim(hp, "[]")), ""
 	}
 	return strings.ToLower(h), p
+}
+
+// loopbackHost reports whether a Host header names this machine by an IP
+// address of its own or "localhost".
+func loopbackHost(hostport string) bool {
+	h, _ := splitHostPort(hostport)
+	if h == "localhost" {
+		return true
+	}
+	// An IP literal of this machine is fine too (detour listening on a pod
+	// address): DNS rebinding needs a name, and a name is refused.
+	ip := net.ParseIP(h)
+	return ip != nil && (ip.IsLoopback() || isLocalIP(ip))
 }
 
 // selfGuard refuses dials to detour's own listen addresses.
