@@ -1,8 +1,11 @@
 package policy
 
 import (
+	"crypto/sha256"
 	"crypto/x509"
+	"encoding/hex"
 	"fmt"
+	"hash"
 	"net"
 	"net/http"
 	"net/url"
@@ -109,6 +112,9 @@ type Upstream struct {
 	// RootCAs is nil for the system roots, else system roots plus ca_file.
 	RootCAs *x509.CertPool
 	CAFile  string
+	// CAHash is the SHA-256 of CAFile's contents: transports are keyed by
+	// it, so a rotated CA takes effect at the next reload.
+	CAHash  string
 	Headers http.Header
 }
 
@@ -161,8 +167,15 @@ type Rule struct {
 // modified after Compile returns; a reload publishes a new one.
 type Compiled struct {
 	Version string
-	// Hash is the hex SHA-256 of the file's bytes.
-	Hash     string
+	// Hash is the hex SHA-256 of the file's bytes alone.
+	Hash string
+	// Fingerprint covers the file and everything it pulls in (key files,
+	// environment values, ca_file contents): a reload whose fingerprint is
+	// unchanged changes nothing, and a rotated key changes it.
+	Fingerprint string
+	// Files are the other files the policy reads (auth.file, ca_file),
+	// whose directories the watcher also watches.
+	Files    []string
 	Source   string
 	LoadedAt time.Time
 
@@ -306,7 +319,8 @@ func Compile(name string, data []byte, opts Options) (*Compiled, error) {
 	if c.Version == "" {
 		c.Version = c.Hash[:12]
 	}
-	k := compiler{src: src, opts: opts, c: c}
+	k := compiler{src: src, opts: opts, c: c, fp: sha256.New()}
+	k.fp.Write(data)
 	k.top(f)
 	if len(src.errs) > 0 {
 		// Validation visits maps in random order; report in file order.
@@ -316,6 +330,7 @@ func Compile(name string, data []byte, opts Options) (*Compiled, error) {
 		})
 		return nil, src.errs
 	}
+	c.Fingerprint = hex.EncodeToString(k.fp.Sum(nil))
 	return c, nil
 }
 
@@ -323,6 +338,19 @@ type compiler struct {
 	src  *source
 	opts Options
 	c    *Compiled
+	// fp hashes the file and the secrets and certificates it references,
+	// in the order compile reads them (deterministic: upstreams by name).
+	fp hash.Hash
+}
+
+// readRef reads a file the policy references, and folds it into the
+// fingerprint.
+func (k *compiler) readRef(path string) ([]byte, error) {
+	b, err := k.opts.ReadFile(path)
+	k.fp.Write([]byte(path))
+	k.fp.Write(b)
+	k.c.Files = append(k.c.Files, path)
+	return b, err
 }
 
 func (k *compiler) errorf(path, format string, args ...any) { k.src.errorf(path, format, args...) }
@@ -375,8 +403,8 @@ func (k *compiler) top(f *File) {
 	if len(f.Upstreams) == 0 {
 		k.errorf("upstreams", "at least one upstream is required")
 	}
-	for name, uf := range f.Upstreams {
-		if u := k.upstream(name, uf, base); u != nil {
+	for _, name := range sortedKeys(f.Upstreams) {
+		if u := k.upstream(name, f.Upstreams[name], base); u != nil {
 			c.Upstreams[name] = u
 		}
 	}
@@ -463,7 +491,9 @@ func (k *compiler) upstream(name string, uf UpstreamFile, base Timeouts) *Upstre
 	u.Timeouts = k.timeouts(p+".timeouts", uf.Timeouts, base)
 	if uf.CAFile != "" {
 		u.CAFile = k.resolve(uf.CAFile)
-		pemData, err := k.opts.ReadFile(u.CAFile)
+		pemData, err := k.readRef(u.CAFile)
+		sum := sha256.Sum256(pemData)
+		u.CAHash = hex.EncodeToString(sum[:])
 		if err != nil {
 			k.errorf(p+".ca_file", "cannot read %s: %v", u.CAFile, err)
 		} else {
@@ -477,10 +507,13 @@ func (k *compiler) upstream(name string, uf UpstreamFile, base Timeouts) *Upstre
 			u.RootCAs = pool
 		}
 	}
-	for h, v := range uf.Headers {
+	for _, h := range sortedKeys(uf.Headers) {
+		v := uf.Headers[h]
 		hp := p + ".headers." + h
 		ch := http.CanonicalHeaderKey(h)
 		switch {
+		case u.Headers.Get(ch) != "":
+			k.errorf(hp, "header %s is set twice (header names are case-insensitive)", ch)
 		case !validHeaderName(h):
 			k.errorf(hp, "not a valid HTTP header name")
 		case isCredentialHeader(ch):
@@ -516,6 +549,7 @@ func (k *compiler) auth(p string, a *AuthFile, u *Upstream) {
 		n++
 		v, found := k.opts.Getenv(a.Env)
 		v = strings.TrimSpace(v)
+		k.fp.Write([]byte("env:" + a.Env + "=" + v))
 		if !found || v == "" {
 			k.errorf(p+".env", "environment variable %s is not set or empty; export it before starting detour", a.Env)
 		}
@@ -524,7 +558,7 @@ func (k *compiler) auth(p string, a *AuthFile, u *Upstream) {
 	if a.File != "" {
 		n++
 		fp := k.resolve(a.File)
-		b, err := k.opts.ReadFile(fp)
+		b, err := k.readRef(fp)
 		v := strings.TrimSpace(string(b))
 		if err != nil {
 			k.errorf(p+".file", "cannot read key file %s: %v", fp, err)
@@ -662,7 +696,14 @@ func (k *compiler) errorsSection(e *ErrorsFile, ups map[string]UpstreamFile) {
 		default:
 			k.errorf(p+".then", `must be "fallback" or "stop"; got %q`, af.Then)
 		}
-		a.Cooldown = k.duration(p+".cooldown", af.Cooldown, a.Cooldown)
+		if af.Cooldown != "" {
+			// An explicit "0s" turns the class's cooldown off.
+			if d, err := af.Cooldown.Parse(); err != nil {
+				k.errorf(p+".cooldown", "%v", err)
+			} else {
+				a.Cooldown = d
+			}
+		}
 		a.MaxCooldown = k.duration(p+".max_cooldown", af.MaxCooldown, a.MaxCooldown)
 		k.c.Actions[cl] = a
 	}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Duration is a Go duration string ("250ms", "10m"). It is kept as text by
@@ -46,6 +47,10 @@ func (o *OrderedStrings) UnmarshalJSON(b []byte) error {
 	tok, err := dec.Token()
 	if err != nil {
 		return err
+	}
+	if tok == nil { // null: no mapping
+		*o = nil
+		return nil
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
 		return errors.New("expected an object of strings")
@@ -150,7 +155,9 @@ func lineCol(data []byte, off int64) (line, col int) {
 	}
 	before := data[:off]
 	line = bytes.Count(before, []byte{'\n'}) + 1
-	col = int(off) - (bytes.LastIndexByte(before, '\n') + 1) + 1
+	// Columns count characters, as editors do, not bytes: policies hold
+	// non-ASCII patterns (the classifier's Chinese word lists).
+	col = utf8.RuneCount(before[bytes.LastIndexByte(before, '\n')+1:]) + 1
 	return line, col
 }
 

@@ -150,9 +150,8 @@ type ClassActionFile struct {
 	// error to the app). Default: the class's built-in action.
 	Then string `json:"then,omitempty"`
 	// Cooldown keeps the upstream out of chains (never_skip_last aside) for
-	// this long after such a failure. Zero: the built-in default (10m for
-	// quota_exhausted, none otherwise). "0s" cannot express "none" for
-	// quota_exhausted; use a short value such as "1s".
+	// this long after such a failure. Absent: the built-in default (10m for
+	// quota_exhausted, none otherwise); "0s": no cooldown.
 	Cooldown Duration `json:"cooldown,omitempty"`
 	// MaxCooldown caps a cooldown taken from the vendor's own reset time
 	// (Anthropic's monthly reset, Gemini's daily quota). Default DefaultMaxCooldown.

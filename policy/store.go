@@ -20,6 +20,9 @@ import (
 type Store struct {
 	cur      atomic.Pointer[Compiled]
 	ok, fail atomic.Uint64
+	// reload serialises reloads: two overlapping compiles could otherwise
+	// publish an older file after a newer one.
+	reload sync.Mutex
 }
 
 // NewStore returns a store holding c.
@@ -55,18 +58,22 @@ type CompileFunc func(name string, data []byte) (*Compiled, error)
 // Reload reads path, and publishes its policy if it compiles and differs
 // from the current one.
 func (s *Store) Reload(path string, compile CompileFunc) ReloadResult {
+	s.reload.Lock()
+	defer s.reload.Unlock()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		s.fail.Add(1)
 		return ReloadResult{Changed: true, Err: err}
 	}
-	if cur := s.Load(); cur != nil && cur.Hash == hashOf(data) {
-		return ReloadResult{}
-	}
+	// Compiled every time, not skipped when the file's bytes are unchanged:
+	// a key file or ca_file it names may have been rotated.
 	c, err := compile(path, data)
 	if err != nil {
 		s.fail.Add(1)
 		return ReloadResult{Changed: true, Err: err}
+	}
+	if cur := s.Load(); cur != nil && cur.Fingerprint == c.Fingerprint {
+		return ReloadResult{}
 	}
 	s.Swap(c)
 	s.ok.Add(1)
@@ -99,13 +106,37 @@ func (s *Store) Watch(ctx context.Context, path string, compile CompileFunc, deb
 	if err := w.Add(filepath.Dir(abs)); err != nil {
 		return err
 	}
+	// Also watch the directories of the files the policy references (a key
+	// in a Kubernetes Secret volume, a ca_file), so that rotating one
+	// reloads. A directory that cannot be watched only loses that.
+	watched := map[string]bool{filepath.Dir(abs): true}
+	watchRefs := func(c *Compiled) {
+		if c == nil {
+			return
+		}
+		for _, f := range c.Files {
+			d := filepath.Dir(f)
+			if !watched[d] && w.Add(d) == nil {
+				watched[d] = true
+			}
+		}
+	}
+	watchRefs(s.Load())
+	added := make(chan *Compiled, 1)
 	var (
 		mu    sync.Mutex
 		timer *time.Timer
 	)
 	fire := func() {
-		if r := s.Reload(abs, compile); r.Changed && onResult != nil {
+		r := s.Reload(abs, compile)
+		if r.Changed && onResult != nil {
 			onResult(r)
+		}
+		if r.Policy != nil {
+			select {
+			case added <- r.Policy:
+			default:
+			}
 		}
 	}
 	defer func() {
@@ -119,6 +150,8 @@ func (s *Store) Watch(ctx context.Context, path string, compile CompileFunc, deb
 		select {
 		case <-ctx.Done():
 			return nil
+		case c := <-added:
+			watchRefs(c)
 		case ev, ok := <-w.Events:
 			if !ok {
 				return errors.New("policy watcher closed")

@@ -115,3 +115,54 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+func TestWatchReloadsWhenAReferencedKeyRotates(t *testing.T) {
+	polDir, secretDir := t.TempDir(), t.TempDir()
+	keyFile := filepath.Join(secretDir, "key")
+	os.WriteFile(keyFile, []byte("sk-old"), 0o600)
+	path := filepath.Join(polDir, "policy.json")
+	pol := strings.Replace(goodPolicy, `"auth": {"env": "BACKUP_KEY"}`, `"auth": {"file": "`+keyFile+`"}`, 1)
+	os.WriteFile(path, []byte(pol), 0o644)
+	c, err := compileTest(path, []byte(pol))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewStore(c)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go s.Watch(ctx, path, compileTest, 20*time.Millisecond, nil)
+	time.Sleep(100 * time.Millisecond)
+
+	os.WriteFile(keyFile, []byte("sk-new"), 0o600)
+	waitFor(t, func() bool { return s.Load().Upstreams["backup"].Key == "sk-new" }, "the rotated key")
+	if s.Load().Hash != c.Hash || s.Load().Fingerprint == c.Fingerprint {
+		t.Error("file hash should stay, fingerprint should change")
+	}
+}
+
+func TestCompileEdgeCases(t *testing.T) {
+	mk := func(up, extra string) string {
+		return `{"upstreams": {"o": {"shape": "openai", "base_url": "https://api.openai.com/v1", "auth": {"from": "client"}` + up + `}},
+"routes": [{"name": "r", "match": {"host": "api.openai.com"}, "chain": ["o"]}]` + extra + `}`
+	}
+	c, err := Compile("p.json", []byte(mk(`, "models": null`, `, "errors": {"classes": {"quota_exhausted": {"cooldown": "0s"}}}`)), testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Upstreams["o"].Models) != 0 {
+		t.Error(`"models": null should mean no mapping`)
+	}
+	if a := c.Action(ClassQuotaExhausted); a.Cooldown != 0 {
+		t.Errorf(`explicit "0s" cooldown = %v; want none`, a.Cooldown)
+	}
+	_, err = Compile("p.json", []byte(mk(`, "headers": {"X-Team": "a", "x-team": "b"}`, "")), testOptions())
+	if err == nil || !strings.Contains(err.Error(), "X-Team is set twice") {
+		t.Errorf("headers differing in case: %v", err)
+	}
+	// Columns count characters: the Chinese text before the bad field is
+	// two characters, six bytes (byte counting would say 23).
+	_, err = Compile("p.json", []byte(`{"version": "设计", "bogus": 1}`), testOptions())
+	if err == nil || !strings.Contains(err.Error(), "p.json:1:19: bogus") {
+		t.Errorf("column: %v", err)
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -138,6 +140,32 @@ func Serve(ctx context.Context, opts Options) error {
 			})
 			if err != nil {
 				logger.Error().Str("component", "policy").Err(err).Msg("policy watch stopped; hot reload is off")
+			}
+		}()
+	}
+
+	if opts.PolicyPath != "" {
+		// SIGHUP reloads now, for setups where file events do not arrive
+		// (some network file systems, some container runtimes).
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-hup:
+					r := store.Reload(opts.PolicyPath, CompilePolicy)
+					switch {
+					case r.Err != nil:
+						logger.Error().Str("component", "policy").Str("trigger", "SIGHUP").Err(r.Err).Msg("policy reload refused; keeping the last good policy")
+					case r.Changed:
+						logger.Info().Str("component", "policy").Str("trigger", "SIGHUP").Str("version", r.Policy.Version).Msg("policy reloaded")
+					default:
+						logger.Info().Str("component", "policy").Str("trigger", "SIGHUP").Msg("policy unchanged")
+					}
+				}
 			}
 		}()
 	}

@@ -30,13 +30,14 @@ type Transports struct {
 }
 
 type transportKey struct {
-	caFile  string
+	// caHash, not the path: a rotated ca_file gets a new transport.
+	caHash  string
 	connect time.Duration
 }
 
 // For returns the transport for an upstream.
 func (t *Transports) For(u *policy.Upstream) *http.Transport {
-	k := transportKey{caFile: u.CAFile, connect: u.Timeouts.Connect}
+	k := transportKey{caHash: u.CAHash, connect: u.Timeouts.Connect}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if tr, ok := t.m[k]; ok {
