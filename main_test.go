@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/detour-proxy/detour/proxy/cli"
 )
 
 type syncBuf struct {
@@ -62,7 +64,7 @@ func TestUsageErrors(t *testing.T) {
 	for _, args := range [][]string{{"frobnicate"}, {"serve", "--no-such-flag"}, {"serve", "extra"}} {
 		var errb bytes.Buffer
 		err := run(context.Background(), args, &bytes.Buffer{}, &errb)
-		if !errors.Is(err, errUsage) {
+		if !errors.Is(err, cli.ErrUsage) {
 			t.Errorf("run %v = %v; want a usage error (exit 2)", args, err)
 		}
 		if errb.Len() == 0 {

@@ -23,6 +23,7 @@ import (
 // Defaults of the policy file's optional fields.
 const (
 	DefaultListen           = "127.0.0.1:8787"
+	DefaultAdminListen      = "127.0.0.1:8788"
 	DefaultDeadline         = 120 * time.Second
 	DefaultConnectTimeout   = 5 * time.Second
 	DefaultFirstByteTimeout = 60 * time.Second
@@ -179,7 +180,9 @@ type Compiled struct {
 	Source   string
 	LoadedAt time.Time
 
-	Listen        string
+	Listen string
+	// AdminListen is "" when the admin listener is off.
+	AdminListen   string
 	CACertFile    string
 	CAKeyFile     string
 	Upstreams     map[string]*Upstream
@@ -380,6 +383,16 @@ func (k *compiler) top(f *File) {
 		c.Listen = DefaultListen
 	} else if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		k.errorf("listen", "must be host:port, e.g. %q: %v", DefaultListen, err)
+	}
+	switch f.AdminListen {
+	case "":
+		c.AdminListen = DefaultAdminListen
+	case "off":
+	default:
+		if _, _, err := net.SplitHostPort(f.AdminListen); err != nil {
+			k.errorf("admin_listen", `must be host:port, e.g. %q, or "off": %v`, DefaultAdminListen, err)
+		}
+		c.AdminListen = f.AdminListen
 	}
 	if f.NeverSkipLast != nil {
 		c.NeverSkipLast = *f.NeverSkipLast

@@ -14,6 +14,10 @@ type File struct {
 	// mode share it). Default DefaultListen: loopback only, so detour is never
 	// an open proxy by accident.
 	Listen string `json:"listen,omitempty"`
+	// AdminListen is the address of the admin listener (/healthz, /readyz,
+	// /metrics, /status, /policy/history, /policy/rollback). Default
+	// DefaultAdminListen; "off" disables it.
+	AdminListen string `json:"admin_listen,omitempty"`
 	// CA names detour's certificate authority files. Default: ca.pem and
 	// ca-key.pem in the user's config directory (~/.config/detour/).
 	CA *CAFile `json:"ca,omitempty"`
