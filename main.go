@@ -46,6 +46,12 @@ Usage:
   detour [serve] [--policy FILE]   run the sidecar (default policy: ./policy.json, else the built-in one)
   detour demo [--requests N]       watch failover happen: fake vendors with faults, detour, and the
                                    official openai-go client, all in this process (no keys, no network)
+  detour ca init|print|bundle      create detour's CA, print it, or write a system+detour trust bundle
+  detour policy check FILE         validate a policy: every problem with line:column and field
+  detour policy explain FILE --request REQ.json
+                                   show the route, chain, models and fast path a request would take
+  detour fake-vendor --shape S --faults SPEC
+                                   a chaos vendor (openai|anthropic|gemini) for testing your own app
   detour help                      show this help
 
 Point an app at detour with HTTPS_PROXY=http://127.0.0.1:8787 (and trust detour's CA),
@@ -55,8 +61,11 @@ or with a base URL such as OPENAI_BASE_URL=http://127.0.0.1:8787/openai/v1.
 // commands maps subcommand names to their implementations.
 func commands() map[string]cli.Command {
 	return map[string]cli.Command{
-		"serve": cli.Serve(defaultPolicy),
-		"demo":  cli.Demo,
+		"serve":       cli.Serve(defaultPolicy),
+		"demo":        cli.Demo,
+		"ca":          cli.CA(defaultPolicy),
+		"policy":      cli.Policy,
+		"fake-vendor": cli.FakeVendor,
 	}
 }
 

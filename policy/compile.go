@@ -291,7 +291,7 @@ func CredentialHeaders() []string { return append([]string(nil), credentialHeade
 // paths). The error, if any, is an Errors naming every problem found.
 func Compile(name string, data []byte, opts Options) (*Compiled, error) {
 	f, src, err := Decode(name, data)
-	if err != nil {
+	if f == nil {
 		return nil, err
 	}
 	if opts.BaseDir == "" {
@@ -803,4 +803,24 @@ func globMatch(pattern, s string) bool {
 		}
 		return false
 	}
+}
+
+// CAPaths returns the CA files a policy names (resolved like Compile does),
+// after decoding it strictly but without validating the rest: `detour ca`
+// must work even when, say, an upstream's key variable is not set in the
+// shell that runs it.
+func CAPaths(name string, data []byte, opts Options) (certFile, keyFile string, err error) {
+	f, src, err := Decode(name, data)
+	if f == nil {
+		return "", "", err
+	}
+	if opts.BaseDir == "" {
+		opts.BaseDir = filepath.Dir(name)
+	}
+	k := compiler{src: src, opts: opts, c: &Compiled{}, fp: sha256.New()}
+	k.ca(f.CA)
+	if len(src.errs) > 0 {
+		return "", "", src.errs
+	}
+	return k.c.CACertFile, k.c.CAKeyFile, nil
 }

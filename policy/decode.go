@@ -163,7 +163,9 @@ func lineCol(data []byte, off int64) (line, col int) {
 
 // Decode parses a policy file strictly: unknown fields, duplicate keys,
 // wrong JSON types and trailing data are errors. name is used in messages.
-// The returned error is an Errors listing every problem found.
+// The returned error is an Errors listing every problem found; when the
+// problems still let the file be decoded, the File is returned too, so that
+// the caller can go on validating and report everything in one pass.
 func Decode(name string, data []byte) (*File, *source, error) {
 	s := &source{name: name, data: data, pos: map[string]int64{}}
 	w := walker{s: s, dec: json.NewDecoder(bytes.NewReader(data))}
@@ -174,12 +176,19 @@ func Decode(name string, data []byte) (*File, *source, error) {
 	}
 	if _, err := w.dec.Token(); err != io.EOF {
 		s.errorAt(w.dec.InputOffset(), "", "unexpected data after the top-level object")
-	}
-	if len(s.errs) > 0 {
 		return nil, s, s.errs
 	}
 	var f File
 	dec := json.NewDecoder(bytes.NewReader(data))
+	if len(s.errs) > 0 {
+		// Unknown fields, duplicate keys or wrong types were found. Decode
+		// what can be decoded anyway, so that validation can report its
+		// problems too: `detour policy check` lists every problem at once.
+		if err := dec.Decode(&f); err != nil {
+			return nil, s, s.errs
+		}
+		return &f, s, s.errs
+	}
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&f); err != nil {
 		// The walker has already checked fields and types, so this is a

@@ -1,0 +1,205 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func runCmd(t *testing.T, cmd Command, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	var o, e bytes.Buffer
+	err = cmd(context.Background(), args, &o, &e)
+	return o.String(), e.String(), err
+}
+
+func TestCAInitPrintBundle(t *testing.T) {
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, "ca", "ca.pem"), filepath.Join(dir, "ca", "ca-key.pem")
+	ca := CA(nil)
+	out, _, err := runCmd(t, ca, "init", "--cert", cert, "--key", key)
+	if err != nil || !strings.Contains(out, "CA created") {
+		t.Fatalf("init: %v %q", err, out)
+	}
+	if st, _ := os.Stat(key); st.Mode().Perm() != 0o600 {
+		t.Errorf("key mode %v; want 0600", st.Mode().Perm())
+	}
+	if out, _, _ := runCmd(t, ca, "init", "--cert", cert, "--key", key); !strings.Contains(out, "CA exists") {
+		t.Errorf("second init: %q", out)
+	}
+	printed, _, err := runCmd(t, ca, "print", "--cert", cert)
+	want, _ := os.ReadFile(cert)
+	if err != nil || printed != string(want) {
+		t.Errorf("print = %q, %v; want the certificate file", printed, err)
+	}
+	bundleFile := filepath.Join(dir, "bundle.pem")
+	if _, _, err := runCmd(t, ca, "bundle", "--cert", cert, "--out", bundleFile); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(bundleFile)
+	n := bytes.Count(b, []byte("BEGIN CERTIFICATE"))
+	if n < 2 || !bytes.Contains(b, bytes.TrimSpace(want)) {
+		t.Errorf("bundle has %d certificates; want the system roots plus detour's", n)
+	}
+	if bytes.Contains(b, []byte("PRIVATE KEY")) {
+		t.Error("the bundle contains a private key")
+	}
+	// Every certificate in the bundle parses.
+	for rest := b; ; {
+		var blk *pem.Block
+		blk, rest = pem.Decode(rest)
+		if blk == nil {
+			break
+		}
+		if _, err := x509.ParseCertificate(blk.Bytes); err != nil {
+			t.Fatalf("bundle holds a bad certificate: %v", err)
+		}
+	}
+	_, _, err = runCmd(t, ca, "print", "--cert", filepath.Join(dir, "missing.pem"))
+	if err == nil || !strings.Contains(err.Error(), "detour ca init") {
+		t.Errorf("missing CA: %v; want a hint to run ca init", err)
+	}
+	if _, _, err := runCmd(t, ca, "frob"); !errors.Is(err, ErrUsage) {
+		t.Errorf("unknown subcommand: %v", err)
+	}
+	if _, _, err := runCmd(t, ca); !errors.Is(err, ErrUsage) {
+		t.Errorf("no subcommand: %v", err)
+	}
+}
+
+func TestCAFromPolicyIgnoresUnrelatedProblems(t *testing.T) {
+	dir := t.TempDir()
+	pol := filepath.Join(dir, "policy.json")
+	// auth.env names a variable that is not set: serve would refuse, but
+	// `ca init` needs only the CA paths.
+	os.WriteFile(pol, []byte(`{"ca": {"cert_file": "c.pem", "key_file": "k.pem"},
+ "upstreams": {"o": {"shape": "openai", "base_url": "https://api.openai.com/v1", "auth": {"env": "DETOUR_TEST_UNSET_VAR"}}},
+ "routes": [{"name": "r", "match": {"host": "api.openai.com"}, "chain": ["o"]}]}`), 0o644)
+	if _, _, err := runCmd(t, CA(nil), "init", "--policy", pol); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "k.pem")); err != nil {
+		t.Errorf("CA key not created next to the policy: %v", err)
+	}
+}
+
+func TestPolicyCheckListsEveryProblem(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(bad, []byte(`{
+  "upstreams": {"o": {"shape": "opanai", "base_url": "https://api.openai.com/v1", "auth": {"from": "client"}, "timout": "1s"}},
+  "routes": [{"name": "r", "match": {"host": "api.openai.com"}, "chain": ["o", "p"]}]
+}`), 0o644)
+	_, stderr, err := runCmd(t, Policy, "check", bad)
+	var exit ExitError
+	if !errors.As(err, &exit) || exit.Code != 1 {
+		t.Fatalf("err = %v; want exit status 1", err)
+	}
+	for _, want := range []string{
+		bad + `:2:23: upstreams.o.shape: must be one of openai, anthropic, gemini; got "opanai"`,
+		bad + `:2:111: upstreams.o.timout: unknown field "timout"`,
+		bad + `:3:80: routes[0].chain[1]: no upstream named "p"`,
+		"3 problem(s)",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("output lacks %q:\n%s", want, stderr)
+		}
+	}
+	good := filepath.Join(dir, "good.json")
+	os.WriteFile(good, []byte(`{"upstreams": {"o": {"shape": "openai", "base_url": "https://api.openai.com/v1", "auth": {"from": "client"}}},
+  "routes": [{"name": "r", "match": {"host": "api.openai.com"}, "chain": ["o"]}]}`), 0o644)
+	if out, _, err := runCmd(t, Policy, "check", good); err != nil || !strings.Contains(out, "ok") || !strings.Contains(out, "intercepts api.openai.com") {
+		t.Errorf("good policy: %v %q", err, out)
+	}
+	if _, _, err := runCmd(t, Policy, "check", filepath.Join(dir, "nope.json")); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("missing file: %v", err)
+	}
+	if _, _, err := runCmd(t, Policy, "check"); !errors.Is(err, ErrUsage) {
+		t.Errorf("no file: %v", err)
+	}
+}
+
+func TestPolicyExplain(t *testing.T) {
+	dir := t.TempDir()
+	pol := filepath.Join(dir, "p.json")
+	os.WriteFile(pol, []byte(`{
+  "upstreams": {
+    "openai": {"shape": "openai", "base_url": "https://api.openai.com/v1", "auth": {"from": "client"}},
+    "gw":     {"shape": "openai", "base_url": "https://gw.example.com/v1", "auth": {"none": true}, "models": {"gpt-4o*": "gw-large"}},
+    "local":  {"shape": "openai", "base_url": "http://127.0.0.1:11434/v1", "auth": {"none": true}, "models": {"o3*": "qwen"}}
+  },
+  "routes": [{"name": "chat", "match": {"host": "api.openai.com", "path": "/v1/chat/completions"}, "chain": ["openai", "gw", "local"]}]
+}`), 0o644)
+	req := filepath.Join(dir, "req.json")
+	os.WriteFile(req, []byte(`{"model": "gpt-4o-mini", "stream": true, "messages": [{"role": "user", "content": "hi"}]}`), 0o644)
+	out, _, err := runCmd(t, Policy, "explain", pol, "--request", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"route:", "chat (api.openai.com /v1/chat/completions)",
+		`model "gpt-4o-mini", stream true`,
+		"1. openai", "fast path: body forwarded as bytes", "the app's own key",
+		"2. gw", "model gw-large", `only "model" rewritten`,
+		`3. local`, `skipped: no models entry matches "gpt-4o-mini"`,
+		"stops on:", "auth, content_filter, invalid_request",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("explain lacks %q:\n%s", want, out)
+		}
+	}
+	out, _, _ = runCmd(t, Policy, "explain", pol, "--request", req, "--host", "example.com")
+	if !strings.Contains(out, "no route") || !strings.Contains(out, "not even decrypt") {
+		t.Errorf("unrouted host: %q", out)
+	}
+}
+
+func TestFakeVendorServesAndFails(t *testing.T) {
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	var out bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- FakeVendor(ctx, []string{"--shape", "anthropic", "--listen", addr, "--faults", "529:overloaded=1"}, &out, io.Discard)
+	}()
+	var resp *http.Response
+	var err error
+	for i := 0; i < 100; i++ {
+		resp, err = http.Post("http://"+addr+"/v1/messages", "application/json", strings.NewReader(`{"model":"claude","max_tokens":5,"messages":[]}`))
+		if err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 529 || !strings.Contains(string(body), "overloaded_error") {
+		t.Errorf("got %d %s; want the injected 529", resp.StatusCode, body)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "served 1 requests") {
+		t.Errorf("output %q", out.String())
+	}
+	_, _, err = runCmd(t, FakeVendor, "--faults", "429=2")
+	if !errors.Is(err, ErrUsage) {
+		t.Errorf("bad faults: %v", err)
+	}
+}

@@ -1,0 +1,239 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/detour-proxy/detour/policy"
+	"github.com/detour-proxy/detour/rewrite"
+)
+
+const policySynopsis = `detour policy check FILE
+       detour policy explain FILE --request REQ.json [--host HOST] [--path PATH]`
+
+// Policy runs `detour policy check | explain`.
+func Policy(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprintf(stderr, "detour policy: which one? check or explain\nusage: %s\n", policySynopsis)
+		return ErrUsage
+	}
+	switch sub, args := args[0], args[1:]; sub {
+	case "check":
+		return policyCheck(args, stdout, stderr)
+	case "explain":
+		return policyExplain(args, stdout, stderr)
+	default:
+		fmt.Fprintf(stderr, "detour policy: unknown subcommand %q (check, explain)\nusage: %s\n", sub, policySynopsis)
+		return ErrUsage
+	}
+}
+
+// splitFileArg accepts the policy file before or after the flags.
+func splitFileArg(args []string) (file string, rest []string) {
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		return args[0], args[1:]
+	}
+	return "", args
+}
+
+func compileFile(path string) (*policy.Compiled, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("policy file %s does not exist (check the path; the README has an example policy)", path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return policy.Compile(path, data, policy.Options{})
+}
+
+func policyCheck(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("policy check", "detour policy check FILE", stderr)
+	file, rest := splitFileArg(args)
+	if help, err := parse(fs, rest); help || err != nil {
+		return err
+	}
+	if file == "" && fs.NArg() == 1 {
+		file = fs.Arg(0)
+	} else if fs.NArg() > 0 || file == "" {
+		return usageError(fs, stderr, "name one policy file")
+	}
+	c, err := compileFile(file)
+	var es policy.Errors
+	if errors.As(err, &es) {
+		// Every problem, one per line, each with line:column and field.
+		for _, e := range es {
+			fmt.Fprintln(stderr, e)
+		}
+		fmt.Fprintf(stderr, "%s: %d problem(s); detour serve would refuse this policy\n", file, len(es))
+		return ExitError{Code: 1}
+	}
+	if err != nil {
+		return err
+	}
+	hosts := make([]string, 0)
+	seen := map[string]bool{}
+	for _, r := range c.Routes {
+		if !seen[r.Host] {
+			seen[r.Host] = true
+			hosts = append(hosts, r.Host)
+		}
+	}
+	fmt.Fprintf(stdout, "%s: ok — version %s, %d upstreams, %d routes; intercepts %s; everything else is tunnelled untouched\n",
+		file, c.Version, len(c.Upstreams), len(c.Routes), strings.Join(hosts, ", "))
+	return nil
+}
+
+func policyExplain(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("policy explain", "detour policy explain FILE --request REQ.json [--host HOST] [--path PATH]", stderr)
+	file, rest := splitFileArg(args)
+	reqFile := fs.String("request", "", "a request body as the app would send it (JSON)")
+	host := fs.String("host", "", "vendor host the app calls (default: inferred from the request, else the only route's host)")
+	urlPath := fs.String("path", "", "request path (default: the vendor's chat endpoint)")
+	if help, err := parse(fs, rest); help || err != nil {
+		return err
+	}
+	if file == "" && fs.NArg() == 1 {
+		file = fs.Arg(0)
+	} else if fs.NArg() > 0 || file == "" {
+		return usageError(fs, stderr, "name one policy file")
+	}
+	if *reqFile == "" {
+		return usageError(fs, stderr, "--request REQ.json is required")
+	}
+	c, err := compileFile(file)
+	if err != nil {
+		return err
+	}
+	body, err := os.ReadFile(*reqFile)
+	if err != nil {
+		return fmt.Errorf("reading the request: %w", err)
+	}
+	h, p := *host, *urlPath
+	if h == "" {
+		h = guessHost(c, body)
+	}
+	if p == "" {
+		p = defaultPath(rewrite.ShapeOfHost(h))
+	}
+	route := c.Route(h, p)
+	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	defer w.Flush()
+	if route == nil {
+		fmt.Fprintf(w, "no route for %s %s: detour would pass the request through to %s untouched", h, p, h)
+		if !c.Intercepts(h) {
+			fmt.Fprintf(w, " (and, as HTTPS_PROXY, not even decrypt it: no route names %s)", h)
+		}
+		fmt.Fprintln(w)
+		return nil
+	}
+	var model string
+	stream := false
+	if route.Shape == rewrite.Gemini {
+		m, method, ok := rewrite.GeminiModelFromPath(p)
+		if !ok {
+			return fmt.Errorf("%s is not a Gemini model endpoint (want /v1beta/models/MODEL:generateContent)", p)
+		}
+		model, stream = m, method == "streamGenerateContent"
+	} else {
+		f, err := rewrite.PeekRequest(body)
+		if err != nil {
+			return fmt.Errorf("%s: %w (detour would answer 400 in the app's shape and send it nowhere)", *reqFile, err)
+		}
+		model, stream = f.Model, f.Stream
+	}
+	fmt.Fprintf(w, "route:\t%s (%s %s), the app speaks %s\n", route.Name, route.Host, p, route.Shape)
+	fmt.Fprintf(w, "request:\tmodel %q, stream %v\n", model, stream)
+	fmt.Fprintf(w, "tier:\t— (one chain per route until tiers land)\n")
+	fmt.Fprintf(w, "deadline:\t%s for all attempts until an answer is committed\n", c.Deadline)
+	fmt.Fprintln(w, "chain:")
+	for i, u := range route.Chain {
+		m, ok := u.MapModel(model)
+		if !ok {
+			fmt.Fprintf(w, "  %d. %s\tskipped: no models entry matches %q\n", i+1, u.Name, model)
+			continue
+		}
+		how := "fast path: body forwarded as bytes"
+		switch {
+		case u.Shape != route.Shape:
+			how = "translated " + string(route.Shape) + " → " + string(u.Shape)
+		case m != model && u.Shape == rewrite.Gemini:
+			how = "fast path, model rewritten in the URL"
+		case m != model:
+			how = "fast path, only \"model\" rewritten"
+		}
+		fmt.Fprintf(w, "  %d. %s\t%s %s\tmodel %s\t%s\tauth: %s\ttimeouts: connect %s, first byte %s, idle %s\n",
+			i+1, u.Name, u.Shape, u.BaseURL, m, how, authText(u, route.Shape), u.Timeouts.Connect, u.Timeouts.FirstByte, u.Timeouts.Idle)
+	}
+	var stops, cooldowns []string
+	for _, cl := range policy.Classes {
+		a := c.Action(cl)
+		if a.Then == policy.Stop {
+			stops = append(stops, string(cl))
+		}
+		if a.Cooldown > 0 {
+			cooldowns = append(cooldowns, fmt.Sprintf("%s %s", cl, a.Cooldown))
+		}
+	}
+	sort.Strings(stops)
+	fmt.Fprintf(w, "stops on:\t%s (the vendor's own error reaches the app)\n", strings.Join(stops, ", "))
+	fmt.Fprintf(w, "cools down on:\t%s", strings.Join(cooldowns, ", "))
+	if c.NeverSkipLast {
+		fmt.Fprintf(w, " (the last upstream is tried even while cooling down)")
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "now:\tcooldowns of a running detour are on its admin listener: GET http://%s/status\n", c.AdminListen)
+	return nil
+}
+
+func authText(u *policy.Upstream, app rewrite.Shape) string {
+	switch u.Auth {
+	case policy.AuthClient:
+		if u.Shape != app {
+			return "the app's key — but the app speaks another shape, so this upstream would be skipped"
+		}
+		return "the app's own key"
+	case policy.AuthKey:
+		return "detour's key for " + u.Name
+	default:
+		return "none"
+	}
+}
+
+// guessHost picks the vendor host from the request's look, or the policy's
+// only routed host.
+func guessHost(c *policy.Compiled, body []byte) string {
+	hosts := map[string]bool{}
+	for _, r := range c.Routes {
+		hosts[r.Host] = true
+	}
+	if len(hosts) == 1 {
+		for h := range hosts {
+			return h
+		}
+	}
+	s := string(body)
+	switch {
+	case strings.Contains(s, `"contents"`):
+		return rewrite.Gemini.DefaultHost()
+	case strings.Contains(s, `"max_tokens"`) && (strings.Contains(s, `"system"`) || strings.Contains(s, `"anthropic`) || strings.Contains(s, `"claude`)):
+		return rewrite.Anthropic.DefaultHost()
+	}
+	return rewrite.OpenAI.DefaultHost()
+}
+
+func defaultPath(s rewrite.Shape) string {
+	switch s {
+	case rewrite.Anthropic:
+		return "/v1/messages"
+	case rewrite.Gemini:
+		return "/v1beta/models/gemini-2.5-flash:generateContent"
+	}
+	return "/v1/chat/completions"
+}
