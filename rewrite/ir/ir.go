@@ -163,6 +163,9 @@ type Request struct {
 	ReasoningEffort string `json:"reasoning_effort,omitempty"`
 	ThinkingBudget  int    `json:"thinking_budget,omitempty"`
 	Stream          bool   `json:"stream,omitempty"`
+	// IncludeUsage is OpenAI's stream_options.include_usage as the app sent
+	// it (encoders towards OpenAI force it on regardless, to count tokens).
+	IncludeUsage bool `json:"include_usage,omitempty"`
 	// User is an end-user id (OpenAI user, Anthropic metadata.user_id).
 	User string `json:"user,omitempty"`
 }
