@@ -17,66 +17,105 @@ import (
 // Store publishes the current compiled policy. Readers call Load once per
 // request and use that value throughout, so a reload never changes a
 // request's chain halfway.
+//
+// The store also remembers the last HistorySize load attempts and the last
+// KeptPolicies policies it published, so that an operator can see what
+// changed and roll back (history.go).
 type Store struct {
 	cur      atomic.Pointer[Compiled]
 	ok, fail atomic.Uint64
-	// reload serialises reloads: two overlapping compiles could otherwise
-	// publish an older file after a newer one.
+	// reload serialises reloads and rollbacks: two overlapping compiles
+	// could otherwise publish an older file after a newer one.
 	reload sync.Mutex
+	// fileFP is the fingerprint of what the policy file (and the files it
+	// references) compiled to at the last reload, "" after a refused one.
+	// A reload that finds the same fingerprint changes nothing, which is
+	// what keeps a rollback in effect until the file really changes.
+	// Guarded by reload.
+	fileFP string
+	// now is the clock of history entries; nil means time.Now.
+	now func() time.Time
+
+	hmu     sync.Mutex // guards history and kept; never held while compiling
+	history []HistoryEntry
+	kept    []*Compiled
 }
 
-// NewStore returns a store holding c.
+// NewStore returns a store holding c, recorded in History as the policy
+// detour started with.
 func NewStore(c *Compiled) *Store {
 	s := &Store{}
-	s.cur.Store(c)
+	if c != nil {
+		s.fileFP = c.Fingerprint
+		s.publish(c, TriggerStart)
+	}
 	return s
 }
 
 // Load returns the current policy.
 func (s *Store) Load() *Compiled { return s.cur.Load() }
 
-// Swap publishes c.
+// Swap publishes c as is: it is not recorded in History, not kept for
+// Rollback and not counted. Reload and Rollback are the operator's ways in.
 func (s *Store) Swap(c *Compiled) { s.cur.Store(c) }
 
-// Reloads returns how many reloads succeeded and failed since start.
+// Reloads returns how many reloads (rollbacks included) succeeded and how
+// many were refused since start.
 func (s *Store) Reloads() (ok, failed uint64) { return s.ok.Load(), s.fail.Load() }
 
 // ReloadResult describes one reload attempt, for the caller's log.
 type ReloadResult struct {
-	// Changed is false when the file's content equals the current policy's
-	// (nothing was swapped and nothing counted).
+	// Changed is false when the file compiled to what was published from
+	// it last (nothing was swapped, counted or recorded).
 	Changed bool
 	// Policy is the newly published policy on success.
 	Policy *Compiled
 	// Err is why the file was refused; the previous policy stays.
 	Err error
+	// RollbackKept is set on an unchanged result while a rollback is in
+	// effect: the file still holds what it held before the rollback, so the
+	// rolled-back policy stays.
+	RollbackKept bool
 }
 
 // CompileFunc compiles a policy file's bytes.
 type CompileFunc func(name string, data []byte) (*Compiled, error)
 
 // Reload reads path, and publishes its policy if it compiles and differs
-// from the current one.
+// from the policy last published from the file. It is recorded in History
+// as a SIGHUP reload; the watcher records its own as TriggerWatch.
 func (s *Store) Reload(path string, compile CompileFunc) ReloadResult {
+	return s.ReloadAs(TriggerSIGHUP, path, compile)
+}
+
+// ReloadAs is Reload recorded in History with trigger t.
+func (s *Store) ReloadAs(t Trigger, path string, compile CompileFunc) ReloadResult {
 	s.reload.Lock()
 	defer s.reload.Unlock()
 	data, err := os.ReadFile(path)
 	if err != nil {
-		s.fail.Add(1)
+		s.fileFP = ""
+		s.refused("", err, t)
 		return ReloadResult{Changed: true, Err: err}
 	}
 	// Compiled every time, not skipped when the file's bytes are unchanged:
 	// a key file or ca_file it names may have been rotated.
 	c, err := compile(path, data)
 	if err != nil {
-		s.fail.Add(1)
+		// Forgetting the file's fingerprint makes the next good compile
+		// publish even if it equals the one before: the file did change
+		// (to something broken and back), which ends a rollback.
+		s.fileFP = ""
+		s.refused(hashOf(data), err, t)
 		return ReloadResult{Changed: true, Err: err}
 	}
-	if cur := s.Load(); cur != nil && cur.Fingerprint == c.Fingerprint {
-		return ReloadResult{}
+	cur := s.Load()
+	if c.Fingerprint == s.fileFP || (cur != nil && cur.Fingerprint == c.Fingerprint) {
+		s.fileFP = c.Fingerprint
+		return ReloadResult{RollbackKept: cur != nil && cur.Fingerprint != c.Fingerprint}
 	}
-	s.Swap(c)
-	s.ok.Add(1)
+	s.fileFP = c.Fingerprint
+	s.publish(c, t)
 	return ReloadResult{Changed: true, Policy: c}
 }
 
@@ -128,7 +167,7 @@ func (s *Store) Watch(ctx context.Context, path string, compile CompileFunc, deb
 		timer *time.Timer
 	)
 	fire := func() {
-		r := s.Reload(abs, compile)
+		r := s.ReloadAs(TriggerWatch, abs, compile)
 		if r.Changed && onResult != nil {
 			onResult(r)
 		}

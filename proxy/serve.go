@@ -5,15 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/detour-proxy/detour/policy"
+	"github.com/detour-proxy/detour/proxy/admin"
 	"github.com/detour-proxy/detour/proxy/chain"
 	"github.com/detour-proxy/detour/proxy/health"
 	"github.com/detour-proxy/detour/proxy/mitm"
@@ -22,6 +26,10 @@ import (
 // DrainTimeout is how long a stopping detour lets in-flight requests and
 // streams finish.
 const DrainTimeout = 30 * time.Second
+
+// adminShutdownTimeout bounds closing the admin listener once the proxy has
+// drained: its requests are short, and a scrape must not hold up the exit.
+const adminShutdownTimeout = 2 * time.Second
 
 // Options configure Serve.
 type Options struct {
@@ -35,9 +43,15 @@ type Options struct {
 	// Listener, when set, is used instead of listening on the policy's
 	// listen address (tests; `detour run`).
 	Listener net.Listener
+	// AdminListener, when set, is used instead of listening on the policy's
+	// admin_listen address, so that tests never bind the fixed default
+	// 127.0.0.1:8788. When nil, detour listens on admin_listen unless the
+	// policy turns the admin listener off.
+	AdminListener net.Listener
 	// Ready, when set, is called once the proxy accepts connections.
 	Ready func(addr net.Addr, ca *mitm.CA)
-	// OnRecord receives every finished request record.
+	// OnRecord receives every finished request record, after detour's own
+	// metrics have counted it.
 	OnRecord func(*chain.Record)
 }
 
@@ -96,17 +110,9 @@ func Serve(ctx context.Context, opts Options) error {
 	}
 
 	store := policy.NewStore(pol)
-	transports := &chain.Transports{}
-	runner := &chain.Runner{
-		Policy:     store.Load,
-		Health:     health.New(),
-		Transports: transports,
-		Log:        logger,
-		OnRecord:   opts.OnRecord,
-	}
-	srv := NewServer(store, signer, runner, logger)
-	transports.Dial = srv.Dial
-	runner.Passthrough = chain.NewTransport(TunnelDialTimeout, nil, srv.Dial)
+	readiness := &admin.Readiness{}
+	readiness.PolicyLoaded()
+	readiness.CAReady()
 
 	ln := opts.Listener
 	if ln == nil {
@@ -115,18 +121,85 @@ func Serve(ctx context.Context, opts Options) error {
 			return fmt.Errorf("listen on %s (policy field listen): %w", pol.Listen, err)
 		}
 	}
+	adminLn := opts.AdminListener
+	if adminLn == nil && pol.AdminListen != "" {
+		adminLn, err = net.Listen("tcp", pol.AdminListen)
+		if err != nil {
+			if opts.Listener == nil {
+				ln.Close()
+			}
+			return fmt.Errorf(`listen on %s (policy field admin_listen; "off" disables it): %w`, pol.AdminListen, err)
+		}
+	}
+
+	hr := health.New()
+	onRecord := opts.OnRecord
+	var metrics *admin.Metrics
+	if adminLn != nil {
+		// Metrics are only counted when something can scrape them.
+		metrics = admin.NewMetrics(store, hr)
+		onRecord = func(r *chain.Record) {
+			metrics.Observe(r)
+			if opts.OnRecord != nil {
+				opts.OnRecord(r)
+			}
+		}
+	}
+	transports := &chain.Transports{}
+	runner := &chain.Runner{
+		Policy:     store.Load,
+		Health:     hr,
+		Transports: transports,
+		Log:        logger,
+		OnRecord:   onRecord,
+	}
+	srv := NewServer(store, signer, runner, logger)
+	transports.Dial = srv.Dial
+	runner.Passthrough = chain.NewTransport(TunnelDialTimeout, nil, srv.Dial)
+
 	addr := ln.Addr().String()
-	logger.Info().Str("listen", addr).Str("policy", pol.Source).Str("version", pol.Version).
+	ev := logger.Info().Str("listen", addr).Str("policy", pol.Source).Str("version", pol.Version).
 		Str("https_proxy", "http://"+addr).
 		Str("openai_base_url", "http://"+addr+"/openai/v1").
-		Str("anthropic_base_url", "http://"+addr+"/anthropic").
-		Msg("detour is listening")
+		Str("anthropic_base_url", "http://"+addr+"/anthropic")
+	if adminLn != nil {
+		ev = ev.Str("admin", "http://"+adminLn.Addr().String())
+	} else {
+		ev = ev.Str("admin", "off")
+	}
+	ev.Msg("detour is listening")
+
+	if adminLn != nil {
+		adminSrv := &http.Server{
+			Handler: admin.NewHandler(admin.Options{
+				Store: store, Health: hr, Metrics: metrics, Ready: readiness.Check, Log: logger,
+			}),
+			ReadHeaderTimeout: ReadHeaderTimeout,
+			IdleTimeout:       IdleConnTimeout,
+			ErrorLog:          log.New(serverErrorLog{logger}, "", 0),
+		}
+		go func() {
+			if err := adminSrv.Serve(adminLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				// The proxy keeps working without its admin listener; the
+				// kubelet's probes will say so.
+				logger.Error().Str("component", "admin").Err(err).Msg("admin listener stopped")
+			}
+		}()
+		// Closed after the proxy has drained (defers run last in, first
+		// out), so that probes and scrapes see the drain.
+		defer func() {
+			actx, acancel := context.WithTimeout(context.Background(), adminShutdownTimeout)
+			defer acancel()
+			_ = adminSrv.Shutdown(actx)
+		}()
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if opts.PolicyPath != "" {
 		go func() {
 			err := store.Watch(ctx, opts.PolicyPath, CompilePolicy, 0, func(r policy.ReloadResult) {
+				// Rollbacks and history are recorded by the store itself.
 				if r.Err != nil {
 					logger.Error().Str("component", "policy").Str("file", opts.PolicyPath).Err(r.Err).
 						Str("kept_version", store.Load().Version).Msg("policy reload refused; keeping the last good policy")
@@ -162,6 +235,9 @@ func Serve(ctx context.Context, opts Options) error {
 						logger.Error().Str("component", "policy").Str("trigger", "SIGHUP").Err(r.Err).Msg("policy reload refused; keeping the last good policy")
 					case r.Changed:
 						logger.Info().Str("component", "policy").Str("trigger", "SIGHUP").Str("version", r.Policy.Version).Msg("policy reloaded")
+					case r.RollbackKept:
+						logger.Info().Str("component", "policy").Str("trigger", "SIGHUP").Str("version", store.Load().Version).
+							Msg("policy file unchanged since the rollback; the rolled-back policy stays until the file changes")
 					default:
 						logger.Info().Str("component", "policy").Str("trigger", "SIGHUP").Msg("policy unchanged")
 					}
@@ -171,15 +247,19 @@ func Serve(ctx context.Context, opts Options) error {
 	}
 
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(&acceptNotifier{Listener: ln, first: readiness.Serving}) }()
 	if opts.Ready != nil {
 		opts.Ready(ln.Addr(), ca)
 	}
 	select {
 	case err := <-errc:
+		readiness.ShuttingDown()
 		return err
 	case <-ctx.Done():
 	}
+	// Not ready before draining: a Kubernetes readinessProbe then takes the
+	// pod out of its Service's endpoints while in-flight requests finish.
+	readiness.ShuttingDown()
 	logger.Info().Dur("drain_timeout", DrainTimeout).Msg("shutting down: draining in-flight requests")
 	sctx, scancel := context.WithTimeout(context.Background(), DrainTimeout)
 	defer scancel()
@@ -189,4 +269,18 @@ func Serve(ctx context.Context, opts Options) error {
 		return err
 	}
 	return nil
+}
+
+// acceptNotifier calls first once, when the server first waits for a
+// connection: from then on the proxy listener is really being served, which
+// is what /readyz reports.
+type acceptNotifier struct {
+	net.Listener
+	once  sync.Once
+	first func()
+}
+
+func (a *acceptNotifier) Accept() (net.Conn, error) {
+	a.once.Do(a.first)
+	return a.Listener.Accept()
 }

@@ -102,6 +102,10 @@ func (t *timedReader) Read(p []byte) (int, error) {
 func (s *session) attempt(u *policy.Upstream, model string, last bool) bool {
 	start := time.Now()
 	ar := AttemptRecord{Upstream: u.Name, Model: model}
+	// In flight for /status until the attempt is over, a stream's last
+	// event included.
+	s.r.Health.Begin(u.Name)
+	defer s.endAttempt(u.Name, len(s.rec.Attempts))
 	finish := func(outcome, class, reason string, status int) {
 		ar.Outcome, ar.Class, ar.Reason, ar.Status = outcome, class, reason, status
 		ar.Duration = time.Since(start)
@@ -144,6 +148,7 @@ func (s *session) attempt(u *policy.Upstream, model string, last bool) bool {
 		return s.failed(u, v, &failure{upstream: u.Name, verdict: v}, last, finish)
 	}
 	defer resp.Body.Close()
+	ar.Headers = time.Since(start)
 
 	body := &timedReader{r: resp.Body, timer: timer, next: func() (time.Duration, string) { return bounded(u.Timeouts.Idle, phaseIdle) }}
 	timer.arm(bounded(u.Timeouts.Idle, phaseIdle))
@@ -257,7 +262,9 @@ func (s *session) streamAnswer(u *policy.Upstream, resp *http.Response, body *ti
 				return true
 			}
 			var v policy.Verdict
-			if errors.Is(err, io.EOF) {
+			// A fired timer wins over whatever error the cancelled read
+			// produced (EOF or a reset, depending on the transport).
+			if errors.Is(err, io.EOF) && timer.firedPhase() == "" {
 				v = policy.Verdict{Class: policy.ClassBadResponse, Reason: "stream ended before any content"}
 			} else {
 				v = s.pol.ClassifyFor(u.Name, policy.Outcome{Shape: u.Shape, Err: err, Timeout: timer.firedPhase()}, s.r.now())

@@ -5,6 +5,8 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/detour-proxy/detour/policy"
+	"github.com/detour-proxy/detour/proxy/health"
 	"github.com/detour-proxy/detour/rewrite"
 )
 
@@ -27,8 +29,72 @@ type AttemptRecord struct {
 	Class    string
 	Outcome  string
 	Reason   string
+	// Duration runs from sending the request to the end of the attempt: its
+	// failure, or, for the answering attempt, its commit point (the whole
+	// body, or a stream's first content).
 	Duration time.Duration
-	Retry    int
+	// Headers is the time from sending the request to the upstream's
+	// response headers; zero when none arrived (refused, timed out).
+	Headers time.Duration
+	Retry   int
+}
+
+// healthResult says how an attempt counts towards its upstream's recent
+// success rate. An attempt that failed because of the request itself (an
+// invalid or too long request, a content filter) or because the app went
+// away says nothing about the upstream.
+func (a *AttemptRecord) healthResult() health.Result {
+	switch a.Outcome {
+	case OutcomeOK:
+		return health.Success
+	case OutcomeClientGone, OutcomeSkipped:
+		return health.Neutral
+	}
+	switch policy.Class(a.Class) {
+	case policy.ClassInvalidRequest, policy.ClassContextTooLong, policy.ClassContentFilter:
+		return health.Neutral
+	}
+	return health.Failure
+}
+
+// endAttempt reports the attempt recorded at index i (if it was recorded) to
+// the health registry. Called when the attempt is over, a stream's included,
+// so that a cut after the commit point counts as the failure it is.
+func (s *session) endAttempt(name string, i int) {
+	res, latency := health.Neutral, time.Duration(0)
+	if i < len(s.rec.Attempts) {
+		a := &s.rec.Attempts[i]
+		res, latency = a.healthResult(), a.Duration
+	}
+	s.r.Health.End(name, res, latency, s.r.now())
+}
+
+// Request outcomes, as the requests_total metric counts them.
+const (
+	RequestAnswered    = "answered"    // an upstream answered (a stream cut later included)
+	RequestFailed      = "failed"      // nothing answered: every upstream failed or was skipped, or detour refused the request
+	RequestStopped     = "stopped"     // an upstream's stop-class error reached the app
+	RequestClientGone  = "client_gone" // the app went away before its answer
+	RequestPassthrough = "passthrough" // no route took it; forwarded untouched
+)
+
+// Outcome is the request's outcome for metrics: one of the Request*
+// constants.
+func (r *Record) Outcome() string {
+	switch {
+	case r.Status == 499:
+		return RequestClientGone
+	case r.AnsweredBy == "passthrough":
+		return RequestPassthrough
+	case r.AnsweredBy != "":
+		return RequestAnswered
+	}
+	for _, a := range r.Attempts {
+		if a.Outcome == OutcomeStop {
+			return RequestStopped
+		}
+	}
+	return RequestFailed
 }
 
 // Record is everything the canonical log line says about one request. It

@@ -110,6 +110,7 @@ func Run(ctx context.Context, opts Options) error {
 	policyPath := filepath.Join(dir, "policy.json")
 	pol := fmt.Sprintf(`{
   "version": "demo",
+  "admin_listen": "off",
   "ca": {"cert_file": "ca.pem", "key_file": "ca-key.pem"},
   "upstreams": {%s},
   "routes": [{"name": "openai-chat", "match": {"host": "api.openai.com", "path": "/v1/chat/completions"}, "chain": ["openai", "backup", "local"]}],

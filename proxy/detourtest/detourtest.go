@@ -42,6 +42,9 @@ type Harness struct {
 	Dir string
 	// PolicyPath is the watched policy file.
 	PolicyPath string
+	// AdminURL is the admin listener's base URL (http://127.0.0.1:port): a
+	// loopback port of its own, never the policy's admin_listen.
+	AdminURL *url.URL
 
 	log     *SyncBuffer
 	mu      sync.Mutex
@@ -62,16 +65,21 @@ func Start(tb testing.TB, policyJSON string) *Harness {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	adminLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
 	ready := make(chan *mitm.CA, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
 		done <- proxy.Serve(ctx, proxy.Options{
-			PolicyPath: h.PolicyPath,
-			Stderr:     h.log,
-			Listener:   ln,
-			Ready:      func(_ net.Addr, ca *mitm.CA) { ready <- ca },
-			OnRecord:   h.record,
+			PolicyPath:    h.PolicyPath,
+			Stderr:        h.log,
+			Listener:      ln,
+			AdminListener: adminLn,
+			Ready:         func(_ net.Addr, ca *mitm.CA) { ready <- ca },
+			OnRecord:      h.record,
 		})
 	}()
 	select {
@@ -96,6 +104,7 @@ func Start(tb testing.TB, policyJSON string) *Harness {
 	h.CAPool = x509.NewCertPool()
 	h.CAPool.AddCert(h.CA.Cert)
 	h.ProxyURL = &url.URL{Scheme: "http", Host: ln.Addr().String()}
+	h.AdminURL = &url.URL{Scheme: "http", Host: adminLn.Addr().String()}
 	return h
 }
 

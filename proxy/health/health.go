@@ -1,5 +1,7 @@
 // Package health keeps the state that decides whether an upstream should be
-// tried at all: cooldowns now, breakers, limiters and budgets later. State is
+// tried at all: cooldowns now, breakers, limiters and budgets later; and the
+// recent traffic an operator reads in /status (in flight, success rate,
+// latency percentiles). State is
 // keyed by upstream name and lives outside the policy, so it survives a
 // policy reload (an upstream that ran out of quota stays cooling down when an
 // unrelated route changes).
@@ -17,6 +19,10 @@ import (
 type Registry struct {
 	mu   sync.Mutex
 	cool map[string]Cooldown
+	// counters holds each upstream's *upstreamStats (stats.go): a sync.Map
+	// because the set of names is small and almost never grows, so every
+	// request's lookup is a lock-free read.
+	counters sync.Map
 }
 
 // Cooldown is an upstream kept out of chains until a time.
