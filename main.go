@@ -44,6 +44,9 @@ const usage = `detour — transparent failover for LLM API calls.
 
 Usage:
   detour [serve] [--policy FILE]   run the sidecar (default policy: ./policy.json, else the built-in one)
+  detour run [--policy FILE] -- CMD [ARGS...]
+                                   run CMD with its LLM calls going through detour (HTTPS_PROXY and
+                                   a CA bundle are set for it); passes signals on, exits with CMD's status
   detour demo [--requests N]       watch failover happen: fake vendors with faults, detour, and the
                                    official openai-go client, all in this process (no keys, no network)
   detour ca init|print|bundle      create detour's CA, print it, or write a system+detour trust bundle
@@ -63,6 +66,7 @@ func commands() map[string]cli.Command {
 	return map[string]cli.Command{
 		"serve":       cli.Serve(defaultPolicy),
 		"demo":        cli.Demo,
+		"run":         cli.RunWith(defaultPolicy),
 		"ca":          cli.CA(defaultPolicy),
 		"policy":      cli.Policy,
 		"fake-vendor": cli.FakeVendor,
