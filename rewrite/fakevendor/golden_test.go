@@ -35,21 +35,27 @@ func TestGoldenAnswers(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, srv := serve(t, tc.shape, Options{Name: "alpha"})
-			got := mustPost(t, srv.URL+tc.path, tc.body).body
-			file := filepath.Join("testdata", tc.name+".golden")
-			if *update {
-				if err := os.WriteFile(file, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatalf("%v (run go test -update once)", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("answer differs from %s\ngot:\n%s\nwant:\n%s", file, got, want)
-			}
+			checkGolden(t, tc.name, mustPost(t, srv.URL+tc.path, tc.body).body)
 		})
+	}
+}
+
+// checkGolden compares got with testdata/<name>.golden, first rewriting the
+// file under -update.
+func checkGolden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	file := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.WriteFile(file, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("%v (run go test -update once)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("answer differs from %s\ngot:\n%s\nwant:\n%s", file, got, want)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,6 +47,17 @@ type Options struct {
 	// Now is the clock for OpenAI's created timestamp and Anthropic's
 	// spend-limit reset date; nil means time.Now. Set it for golden bytes.
 	Now func() time.Time
+	// ParallelTools makes a tool-call answer call the first two candidate
+	// tools instead of one, when at least two are declared (and allowed by
+	// the tool choice) and the request does not forbid parallel calls
+	// (OpenAI parallel_tool_calls false, Anthropic
+	// tool_choice.disable_parallel_tool_use true; Gemini cannot forbid
+	// them).
+	ParallelTools bool
+	// GeminiIDs makes a Gemini tool-call answer carry functionCall.id and a
+	// thoughtSignature on the first functionCall part, as Gemini 3 does.
+	// Without it the calls have neither, as Gemini 2.5 without thinking.
+	GeminiIDs bool
 }
 
 // Recorded is one request as the fake received it.
@@ -71,6 +83,25 @@ type Recorded struct {
 	// normal answer and for requests it could not serve (unknown path,
 	// malformed body).
 	Fault Fault
+	// Tools are the names of the declared function tools, in order:
+	// OpenAI tools[].function (type function), Anthropic tools[] (custom
+	// tools, not server tools), Gemini tools[].functionDeclarations[].
+	Tools []string
+	// ToolChoice is the request's tool choice in one vocabulary: "" when
+	// the request sets none, "auto", "none", "required" (OpenAI required,
+	// Anthropic any, Gemini ANY with zero or several allowed names), or the
+	// name of the one tool forced (OpenAI function, Anthropic tool, Gemini
+	// ANY with one allowed name). Other Gemini modes are lower-cased
+	// ("validated").
+	ToolChoice string
+	// ToolResults are the tool results of the request's last turn (OpenAI
+	// trailing role "tool" messages, Anthropic tool_result blocks of a last
+	// user message, Gemini functionResponse parts of a last user turn), in
+	// order; nil when the last turn carries none.
+	ToolResults []ToolResult
+	// ToolCalls are the tool calls of the fake's answer (whether or not the
+	// fault let it through); nil for a text answer.
+	ToolCalls []ToolCall
 }
 
 // Vendor is a fake LLM vendor of one shape. It implements http.Handler and
@@ -84,8 +115,12 @@ type Vendor struct {
 	name   string
 	text   string
 	pieces []string
+	chunks int
 	delay  time.Duration
 	now    func() time.Time
+
+	parallelTools bool
+	geminiIDs     bool
 
 	inFlight atomic.Int64
 
@@ -105,7 +140,10 @@ func New(shape rewrite.Shape, opts Options) *Vendor {
 	if !shape.Valid() {
 		panic(fmt.Sprintf("fakevendor: unknown shape %q", shape))
 	}
-	v := &Vendor{shape: shape, name: opts.Name, text: opts.Text, delay: opts.EventDelay, now: opts.Now}
+	v := &Vendor{
+		shape: shape, name: opts.Name, text: opts.Text, delay: opts.EventDelay, now: opts.Now,
+		parallelTools: opts.ParallelTools, geminiIDs: opts.GeminiIDs,
+	}
 	if v.name == "" {
 		v.name = string(shape)
 	}
@@ -116,6 +154,7 @@ func New(shape rewrite.Shape, opts Options) *Vendor {
 	if chunks <= 0 {
 		chunks = DefaultChunks
 	}
+	v.chunks = chunks
 	v.pieces = splitText(v.text, chunks)
 	if v.now == nil {
 		v.now = time.Now
@@ -129,7 +168,9 @@ func (v *Vendor) Shape() rewrite.Shape { return v.shape }
 // Name is the vendor's name (Options.Name or the shape's name).
 func (v *Vendor) Name() string { return v.name }
 
-// Text is the answer the vendor gives.
+// Text is the vendor's text answer (Options.Text or "Hello from <Name>."),
+// given to every request that neither gets a tool call nor carries tool
+// results.
 func (v *Vendor) Text() string { return v.text }
 
 // Script queues faults: the next request to a model endpoint gets faults[0],
@@ -184,6 +225,9 @@ func (v *Vendor) Requests() []Recorded {
 	for i, r := range v.records {
 		r.Header = r.Header.Clone()
 		r.Body = bytes.Clone(r.Body)
+		r.Tools = slices.Clone(r.Tools)
+		r.ToolResults = slices.Clone(r.ToolResults)
+		r.ToolCalls = slices.Clone(r.ToolCalls)
 		out[i] = r
 	}
 	return out
@@ -232,6 +276,10 @@ type call struct {
 	// sse is Gemini's ?alt=sse; without it Gemini streams a JSON array.
 	sse          bool
 	promptTokens int
+	// tools is what the request says about tools.
+	tools toolRequest
+	// plan is the successful answer.
+	plan plan
 }
 
 // ServeHTTP answers one request as the vendor would, or fails it as the
@@ -250,6 +298,7 @@ func (v *Vendor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	v.calls++
 	c.n = v.calls
 	c.requestID = fmt.Sprintf("req_fake%016d", c.n)
+	c.plan = v.plan(c.tools, c.n)
 	var f Fault
 	if wellFormed {
 		f = v.nextFault()
@@ -258,6 +307,8 @@ func (v *Vendor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery,
 		Header: r.Header.Clone(), Body: body,
 		Model: c.model, Stream: c.stream, RequestID: c.requestID, Fault: f,
+		Tools: c.tools.names(), ToolChoice: c.tools.choice,
+		ToolResults: c.tools.results, ToolCalls: c.plan.calls,
 	})
 	v.mu.Unlock()
 
@@ -318,13 +369,17 @@ func (v *Vendor) route(r *http.Request, c *call) bool {
 
 // parseBody checks that body is a JSON object and reads the fields the fake
 // answers from: model, stream and stream_options.include_usage (Gemini's
-// are in the URL).
+// are in the URL), and what it says about tools.
 func (v *Vendor) parseBody(body []byte, c *call) bool {
 	if t := bytes.TrimSpace(body); len(t) == 0 || t[0] != '{' {
 		return false
 	}
 	if v.shape == rewrite.Gemini {
-		return json.Valid(body)
+		if !json.Valid(body) {
+			return false
+		}
+		c.tools = parseTools(v.shape, body)
+		return true
 	}
 	var req struct {
 		Model         string `json:"model"`
@@ -338,6 +393,7 @@ func (v *Vendor) parseBody(body []byte, c *call) bool {
 	}
 	c.model, c.stream = req.Model, req.Stream
 	c.includeUsage = req.StreamOptions != nil && req.StreamOptions.IncludeUsage
+	c.tools = parseTools(v.shape, body)
 	return true
 }
 
