@@ -117,6 +117,9 @@ type Upstream struct {
 	// it, so a rotated CA takes effect at the next reload.
 	CAHash  string
 	Headers http.Header
+	// MaxTokens is the default max_tokens for translated requests that need
+	// one (0: the translator's default).
+	MaxTokens int
 }
 
 // MapModel returns the model to send for a requested model; ok is false when
@@ -502,6 +505,10 @@ func (k *compiler) upstream(name string, uf UpstreamFile, base Timeouts) *Upstre
 		u.Models = append(u.Models, ModelMap{Pattern: m.Key, Model: m.Value})
 	}
 	u.Timeouts = k.timeouts(p+".timeouts", uf.Timeouts, base)
+	if uf.MaxTokens < 0 {
+		k.errorf(p+".max_tokens", "must be positive; got %d", uf.MaxTokens)
+	}
+	u.MaxTokens = uf.MaxTokens
 	if uf.CAFile != "" {
 		u.CAFile = k.resolve(uf.CAFile)
 		pemData, err := k.readRef(u.CAFile)
@@ -648,12 +655,18 @@ func (k *compiler) route(i int, rf RouteFile, names map[string]int, ups map[stri
 		}
 		seen[name] = true
 		if r.Shape.Valid() && rewrite.Shape(uf.Shape).Valid() && rewrite.Shape(uf.Shape) != r.Shape {
-			// Cross-vendor translation lands with issue #3; until then a
-			// chain that crosses shapes would fail every request on that
-			// upstream, so it is refused up front.
-			k.errorf(cp, "upstream %q speaks %s but this route's app speaks %s; cross-vendor chains are not supported yet, use %s-shaped upstreams", name, uf.Shape, r.Shape, r.Shape)
-			ok = false
-			continue
+			// A chain that crosses shapes translates the request. Two
+			// setups could never work, so they are refused up front: the
+			// app's model name sent to another vendor, and the app's key
+			// (which must never reach another vendor).
+			if len(uf.Models) == 0 {
+				k.errorf(cp, "upstream %q speaks %s but this route's app speaks %s: give it a models mapping (e.g. {\"*\": \"<%s model>\"}) so it is not sent the app's model name", name, uf.Shape, r.Shape, uf.Shape)
+				ok = false
+			}
+			if uf.Auth != nil && uf.Auth.From == "client" {
+				k.errorf(cp, "upstream %q uses the app's own key (auth from client) but this route's app speaks %s, not %s: the app's key never goes to another vendor; give the upstream its own key (env or file)", name, r.Shape, uf.Shape)
+				ok = false
+			}
 		}
 		if u := k.c.Upstreams[name]; u != nil {
 			r.Chain = append(r.Chain, u)

@@ -139,13 +139,16 @@ func TestCompileErrorsNameLineColumnAndField(t *testing.T) {
 			`routes[1].match.host: a bare host name`,
 			`routes[1].chain: at least one upstream is required`,
 		}},
-		{"cross-shape chain refused until translation lands", `{
+		{"cross-shape chain needs a mapping and its own key", `{
   "upstreams": {
     "o": {"shape": "openai", "base_url": "https://api.openai.com/v1", "auth": {"from": "client"}},
     "a": {"shape": "anthropic", "base_url": "https://api.anthropic.com", "auth": {"from": "client"}}
   },
   "routes": [{"name": "r", "match": {"host": "api.openai.com"}, "chain": ["o", "a"]}]
-}`, []string{`policy.json:6:80: routes[0].chain[1]: upstream "a" speaks anthropic but this route's app speaks openai`}},
+}`, []string{
+			`policy.json:6:80: routes[0].chain[1]: upstream "a" speaks anthropic but this route's app speaks openai: give it a models mapping`,
+			`routes[0].chain[1]: upstream "a" uses the app's own key`,
+		}},
 		{"wrong JSON type", `{"upstreams": [], "routes": "x"}`, []string{
 			`policy.json:1:15: upstreams: expected an object, got an array`,
 			`policy.json:1:29: routes: expected an array, got "x"`,

@@ -75,6 +75,10 @@ type UpstreamFile struct {
 	// Headers are static headers added to every request to this upstream
 	// (e.g. anthropic-version). They cannot set credential headers.
 	Headers map[string]string `json:"headers,omitempty"`
+	// MaxTokens is the max_tokens sent to this upstream when a translated
+	// request sets none and the upstream's shape requires one (Anthropic).
+	// Default 4096.
+	MaxTokens int `json:"max_tokens,omitempty"`
 }
 
 // AuthFile is an upstream's credential source; exactly one field is set.

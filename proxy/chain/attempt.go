@@ -18,6 +18,7 @@ import (
 	"github.com/detour-proxy/detour/policy"
 	"github.com/detour-proxy/detour/rewrite"
 	"github.com/detour-proxy/detour/rewrite/sse"
+	"github.com/detour-proxy/detour/rewrite/translate"
 )
 
 // Timeout phases, as reported in policy.Outcome.Timeout and the log.
@@ -126,7 +127,25 @@ func (s *session) attempt(u *policy.Upstream, model string, last bool) bool {
 	}
 	timer.arm(bounded(u.Timeouts.FirstByte, phaseFirstByte))
 
-	upReq, err := s.buildRequest(ctx, u, model)
+	var conv *conversion
+	if u.Shape != s.app {
+		var reason string
+		conv, reason = s.convert(u, model)
+		if conv == nil {
+			// What this upstream cannot take is not dropped silently: the
+			// upstream is skipped, for this request only, and the chain
+			// goes on.
+			v := policy.Verdict{Class: policy.ClassInvalidRequest, Reason: reason}
+			finish(OutcomeSkipped, string(v.Class), reason, 0)
+			s.failures = append(s.failures, &failure{upstream: u.Name, verdict: v})
+			return false
+		}
+		if len(conv.notes) > 0 {
+			ar.Reason = "translated: " + strings.Join(conv.notes, "; ")
+		}
+	}
+
+	upReq, err := s.buildRequest(ctx, u, model, conv)
 	if err != nil {
 		// Only SetModel can fail here, and the body was already parsed.
 		finish(OutcomeStop, string(policy.ClassInvalidRequest), err.Error(), 0)
@@ -165,7 +184,7 @@ func (s *session) attempt(u *policy.Upstream, model string, last bool) bool {
 			// A 1xx/3xx final answer is not something an SDK call expects.
 			v.Class, v.Reason = policy.ClassBadResponse, "unexpected status "+strconv.Itoa(resp.StatusCode)
 		}
-		return s.failed(u, v, &failure{upstream: u.Name, verdict: v, status: resp.StatusCode, header: resp.Header, body: errBody}, last, finish)
+		return s.failed(u, v, &failure{upstream: u.Name, verdict: v, status: resp.StatusCode, header: resp.Header, body: errBody, foreign: conv != nil}, last, finish)
 	}
 
 	if s.stream && isEventStream(resp.Header) {
@@ -182,7 +201,10 @@ func (s *session) attempt(u *policy.Upstream, model string, last bool) bool {
 			return d, ph
 		}
 		timer.arm(body.next())
-		return s.streamAnswer(u, resp, body, timer, last, finish)
+		if conv != nil {
+			conv.stream = translate.NewStream(conv.req, s.app, u.Shape)
+		}
+		return s.streamAnswer(u, resp, body, timer, conv, last, finish)
 	}
 
 	full, err := io.ReadAll(io.LimitReader(body, maxResponseBody))
@@ -197,19 +219,33 @@ func (s *session) attempt(u *policy.Upstream, model string, last bool) bool {
 	}
 	v := s.pol.ClassifyFor(u.Name, policy.Outcome{Shape: u.Shape, Status: resp.StatusCode, Header: resp.Header, Body: full}, s.r.now())
 	if v.Class != policy.ClassNone {
-		return s.failed(u, v, &failure{upstream: u.Name, verdict: v, status: resp.StatusCode, header: resp.Header, body: full}, last, finish)
+		return s.failed(u, v, &failure{upstream: u.Name, verdict: v, status: resp.StatusCode, header: resp.Header, body: full, foreign: conv != nil}, last, finish)
+	}
+	answer := full
+	if conv != nil {
+		answer, err = translate.Response(conv.req, s.app, u.Shape, full)
+		if err != nil {
+			v := policy.Verdict{Class: policy.ClassBadResponse, Reason: "cannot translate the answer: " + err.Error()}
+			return s.failed(u, v, &failure{upstream: u.Name, verdict: v}, last, finish)
+		}
 	}
 
 	// Commit: the whole answer is here and it is good.
 	finish(OutcomeOK, "", "", resp.StatusCode)
 	h := s.w.Header()
-	copyResponseHeaders(h, resp.Header)
-	h.Set("Content-Length", strconv.Itoa(len(full)))
+	if conv == nil {
+		copyResponseHeaders(h, resp.Header)
+	} else {
+		// Another vendor's headers (request ids, rate-limit counters)
+		// mean nothing to the app's SDK.
+		h.Set("Content-Type", "application/json")
+	}
+	h.Set("Content-Length", strconv.Itoa(len(answer)))
 	s.answeredBy(u.Name)
 	s.w.WriteHeader(resp.StatusCode)
 	s.rec.TTFB = time.Since(s.rec.Start)
 	s.rec.Status = resp.StatusCode
-	if _, err := s.w.Write(full); err != nil {
+	if _, err := s.w.Write(answer); err != nil {
 		s.rec.Error = "client went away while the answer was written"
 	}
 	if use, ok := rewrite.ExtractUsage(u.Shape, full); ok {
@@ -249,7 +285,7 @@ func (s *session) failed(u *policy.Upstream, v policy.Verdict, f *failure, last 
 // event that carries content — holding back the events before it, so that an
 // early in-stream error still falls over. After the commit point every event
 // is written and flushed as it arrives.
-func (s *session) streamAnswer(u *policy.Upstream, resp *http.Response, body *timedReader, timer *attemptTimer, last bool, finish func(outcome, class, reason string, status int)) bool {
+func (s *session) streamAnswer(u *policy.Upstream, resp *http.Response, body *timedReader, timer *attemptTimer, conv *conversion, last bool, finish func(outcome, class, reason string, status int)) bool {
 	rd := sse.NewReader(body)
 	var pending bytes.Buffer
 	var usage usageMerger
@@ -284,7 +320,7 @@ func (s *session) streamAnswer(u *policy.Upstream, resp *http.Response, body *ti
 		kind := rewrite.InspectEvent(u.Shape, ev)
 		switch kind {
 		case rewrite.EventMeta:
-			pending.Write(ev.Raw)
+			pending.Write(conv.event(ev))
 			usage.add(u.Shape, ev.Data)
 			if pending.Len() < maxPending {
 				continue
@@ -295,13 +331,18 @@ func (s *session) streamAnswer(u *policy.Upstream, resp *http.Response, body *ti
 				v.Class, v.Reason = policy.ClassServerError, "in-stream error"
 			}
 			f := &failure{upstream: u.Name, verdict: v, status: resp.StatusCode, header: resp.Header, inStream: true,
-				prefix: bytes.Clone(pending.Bytes()), body: bytes.Clone(ev.Raw)}
+				prefix: bytes.Clone(pending.Bytes()), body: bytes.Clone(conv.event(ev))}
 			return s.failed(u, v, f, last, finish)
 		}
 		// Commit point.
 		finish(OutcomeOK, "", "", resp.StatusCode)
 		h := s.w.Header()
-		copyResponseHeaders(h, resp.Header)
+		if conv == nil {
+			copyResponseHeaders(h, resp.Header)
+		} else {
+			h.Set("Content-Type", "text/event-stream")
+			h.Set("Cache-Control", "no-cache")
+		}
 		s.answeredBy(u.Name)
 		s.w.WriteHeader(resp.StatusCode)
 		s.rec.TTFB = time.Since(s.rec.Start)
@@ -311,7 +352,7 @@ func (s *session) streamAnswer(u *policy.Upstream, resp *http.Response, body *ti
 		// a long answer is fine as long as bytes keep coming.
 		body.next = func() (time.Duration, string) { return u.Timeouts.Idle, phaseIdle }
 		usage.add(u.Shape, ev.Data)
-		s.pump(u, rd, append(pending.Bytes(), ev.Raw...), kind == rewrite.EventDone || endsStream(u.Shape, ev), timer, &usage)
+		s.pump(u, rd, append(pending.Bytes(), conv.event(ev)...), kind == rewrite.EventDone || endsStream(u.Shape, ev), timer, conv, &usage)
 		return true
 	}
 }
@@ -319,7 +360,7 @@ func (s *session) streamAnswer(u *policy.Upstream, resp *http.Response, body *ti
 // pump forwards the rest of a committed stream event by event. Whole events
 // only: if the upstream breaks off, the app gets a complete in-stream error
 // event in its own shape rather than half a JSON line.
-func (s *session) pump(u *policy.Upstream, rd *sse.Reader, first []byte, ended bool, timer *attemptTimer, usage *usageMerger) {
+func (s *session) pump(u *policy.Upstream, rd *sse.Reader, first []byte, ended bool, timer *attemptTimer, conv *conversion, usage *usageMerger) {
 	rc := http.NewResponseController(s.w)
 	write := func(b []byte) bool {
 		if _, err := s.w.Write(b); err != nil {
@@ -339,6 +380,9 @@ func (s *session) pump(u *policy.Upstream, rd *sse.Reader, first []byte, ended b
 				// The stream was complete; an SDK that stops reading at
 				// [DONE] or message_stop and hangs up is not a client
 				// going away.
+				if c := conv.closing(); len(c) > 0 {
+					write(c)
+				}
 				return
 			}
 			if contextDone(s.req.Context()) {
@@ -352,7 +396,7 @@ func (s *session) pump(u *policy.Upstream, rd *sse.Reader, first []byte, ended b
 				msg += ": " + err.Error()
 			}
 			s.cut(u, class, msg)
-			write(rewrite.StreamErrorEvent(s.app, rewrite.AppError{Status: rewrite.StatusForClass(string(class)), Class: string(class), Message: msg}))
+			write(conv.errorEvent(s.app, rewrite.AppError{Status: rewrite.StatusForClass(string(class)), Class: string(class), Message: msg}))
 			return
 		}
 		if !terminated(ev.Raw) {
@@ -361,7 +405,7 @@ func (s *session) pump(u *policy.Upstream, rd *sse.Reader, first []byte, ended b
 				// glued to the error event that follows).
 				class, msg := policy.ClassServerError, "detour: upstream "+u.Name+" ended the stream in the middle of an event"
 				s.cut(u, class, msg)
-				write(rewrite.StreamErrorEvent(s.app, rewrite.AppError{Status: rewrite.StatusForClass(string(class)), Class: string(class), Message: msg}))
+				write(conv.errorEvent(s.app, rewrite.AppError{Status: rewrite.StatusForClass(string(class)), Class: string(class), Message: msg}))
 				return
 			}
 			ev.Raw = append(ev.Raw, "\n\n"...)
@@ -377,7 +421,13 @@ func (s *session) pump(u *policy.Upstream, rd *sse.Reader, first []byte, ended b
 			s.cut(u, policy.ClassServerError, "upstream in-stream error after the commit point")
 		}
 		usage.add(u.Shape, ev.Data)
-		if !write(ev.Raw) {
+		out := conv.event(ev)
+		if conv != nil && ended && kind != rewrite.EventError {
+			// A translated stream closes in the app's own terms once the
+			// upstream's stream is complete.
+			out = append(out, conv.closing()...)
+		}
+		if len(out) > 0 && !write(out) {
 			if !ended {
 				s.clientGoneAfterCommit()
 			}
@@ -454,7 +504,10 @@ func isConnectTimeout(err error) bool {
 // buildRequest rewrites the app's request for one upstream: its URL, its
 // model, and its credential. Every credential the app sent is removed first;
 // the app's own key goes back only to an upstream with auth "client".
-func (s *session) buildRequest(ctx context.Context, u *policy.Upstream, model string) (*http.Request, error) {
+func (s *session) buildRequest(ctx context.Context, u *policy.Upstream, model string, conv *conversion) (*http.Request, error) {
+	if conv != nil {
+		return s.buildTranslated(ctx, u, conv)
+	}
 	rel := strings.TrimPrefix(s.req.URL.Path, s.app.APIRoot())
 	if u.Shape == rewrite.Gemini && model != s.model {
 		if p, ok := rewrite.SetGeminiModelInPath(rel, model); ok {

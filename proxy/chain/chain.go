@@ -25,6 +25,7 @@ import (
 	"github.com/detour-proxy/detour/policy"
 	"github.com/detour-proxy/detour/proxy/health"
 	"github.com/detour-proxy/detour/rewrite"
+	"github.com/detour-proxy/detour/rewrite/translate"
 )
 
 // Response headers detour adds to every answer.
@@ -223,6 +224,9 @@ type failure struct {
 	// inStream: body is the raw SSE error event; prefix the events before it.
 	inStream bool
 	prefix   []byte
+	// foreign: body is in the upstream's shape, not the app's, and must be
+	// translated before the app sees it.
+	foreign bool
 }
 
 func (s *session) run() {
@@ -424,6 +428,21 @@ func (s *session) summary() string {
 // see the vendor's own error type and message.
 func (s *session) writeUpstreamError(f *failure) {
 	h := s.w.Header()
+	if f.foreign {
+		// Another vendor's error, told in the app's envelope: its status,
+		// the class's error type, and the vendor's own message.
+		status, body := translate.ErrorBody(s.app, f.status, string(f.verdict.Class), f.body)
+		if ra := f.header.Get("Retry-After"); ra != "" {
+			h.Set("Retry-After", ra)
+		}
+		h.Set("Content-Type", "application/json")
+		h.Set("Content-Length", strconv.Itoa(len(body)))
+		s.setDetourHeaders(f.upstream)
+		s.w.WriteHeader(status)
+		_, _ = s.w.Write(body)
+		s.rec.Status = status
+		return
+	}
 	copyResponseHeaders(h, f.header)
 	s.setDetourHeaders(f.upstream)
 	s.rec.AnsweredBy = ""

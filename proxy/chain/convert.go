@@ -1,0 +1,129 @@
+package chain
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/detour-proxy/detour/policy"
+	"github.com/detour-proxy/detour/rewrite"
+	"github.com/detour-proxy/detour/rewrite/ir"
+	"github.com/detour-proxy/detour/rewrite/sse"
+	"github.com/detour-proxy/detour/rewrite/translate"
+)
+
+// conversion carries one attempt across vendor shapes. A nil *conversion is
+// the same-shape fast path: every method then passes bytes through.
+type conversion struct {
+	req    *ir.Request
+	up     translate.Upstream
+	stream *translate.Stream
+	notes  []string
+	buf    []byte
+}
+
+// convert translates the app's request for an upstream of another shape. It
+// decodes the app's body afresh for every attempt, so nothing an encoder
+// does to the request can leak into the next upstream's. A nil result comes
+// with the reason the upstream cannot take the request.
+func (s *session) convert(u *policy.Upstream, model string) (*conversion, string) {
+	if u.Auth == policy.AuthClient {
+		// The policy compiler refuses this; kept as a guard because the
+		// app's key must never reach another vendor.
+		return nil, "auth from client, but the app speaks " + string(s.app)
+	}
+	rel := strings.TrimPrefix(s.req.URL.Path, s.app.APIRoot())
+	req, err := translate.DecodeRequest(s.app, s.body, rel)
+	if err != nil {
+		return nil, "cannot translate the request: " + err.Error()
+	}
+	c := &conversion{req: req}
+	up, err := translate.EncodeRequest(req, u.Shape, ir.EncodeOptions{
+		Model:            model,
+		DefaultMaxTokens: u.MaxTokens,
+		Notes:            func(n string) { c.notes = append(c.notes, n) },
+	})
+	if err != nil {
+		var un *ir.UnsupportedError
+		if errors.As(err, &un) {
+			return nil, string(u.Shape) + " cannot take this request: " + un.What
+		}
+		return nil, "cannot translate the request: " + err.Error()
+	}
+	c.up = up
+	return c, ""
+}
+
+// event returns the app's bytes for one upstream event.
+func (c *conversion) event(ev sse.Event) []byte {
+	if c == nil {
+		return ev.Raw
+	}
+	out, _, err := c.stream.Event(c.buf[:0], ev)
+	if err != nil {
+		// An event the decoder cannot read carries nothing the app can
+		// use; the stream goes on (a broken stream ends in an error
+		// event when it stops).
+		return nil
+	}
+	c.buf = out[:0]
+	return bytes.Clone(out)
+}
+
+// closing returns the app stream's closing events (nothing on the fast
+// path, where the upstream's own closing events went through).
+func (c *conversion) closing() []byte {
+	if c == nil {
+		return nil
+	}
+	return c.stream.Close(nil)
+}
+
+// errorEvent returns an in-stream error in the app's shape.
+func (c *conversion) errorEvent(app rewrite.Shape, e rewrite.AppError) []byte {
+	if c == nil {
+		return rewrite.StreamErrorEvent(app, e)
+	}
+	return c.stream.Error(nil, e)
+}
+
+// translatedHeaders are the app's headers that still mean something to
+// another vendor. Everything else (anthropic-version, openai-beta, the
+// SDKs' x-stainless-* telemetry) belongs to the app's vendor.
+var translatedHeaders = []string{"User-Agent", "Traceparent", "Tracestate", "Accept-Language"}
+
+// buildTranslated builds the request for an upstream of another shape.
+func (s *session) buildTranslated(ctx context.Context, u *policy.Upstream, c *conversion) (*http.Request, error) {
+	target := *u.BaseURL
+	target.Path = u.BaseURL.Path + c.up.Path
+	target.RawPath = ""
+	target.RawQuery = c.up.RawQuery
+	h := http.Header{}
+	for _, k := range translatedHeaders {
+		copyHeader(h, s.req.Header, k)
+	}
+	h.Set("Content-Type", "application/json")
+	if c.req.Stream {
+		h.Set("Accept", "text/event-stream")
+	} else {
+		h.Set("Accept", "application/json")
+	}
+	for k, vs := range u.Headers {
+		h[k] = append([]string(nil), vs...)
+	}
+	if u.Auth == policy.AuthKey {
+		setKey(h, u.Shape, string(u.Key))
+	}
+	if u.Shape == rewrite.Anthropic && h.Get("Anthropic-Version") == "" {
+		h.Set("Anthropic-Version", "2023-06-01")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target.String(), bytes.NewReader(c.up.Body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header = h
+	req.ContentLength = int64(len(c.up.Body))
+	return req, nil
+}

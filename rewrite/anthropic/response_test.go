@@ -1,0 +1,220 @@
+package anthropic
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/anthropics/anthropic-sdk-go"
+
+	"github.com/detour-proxy/detour/rewrite/ir"
+)
+
+func TestDecodeResponse(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		body string
+		want ir.Response
+	}{
+		{
+			name: "text with cache usage",
+			body: `{"id":"msg_01","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"Hi!","citations":null}],"stop_reason":"end_turn","stop_sequence":null,
+				"usage":{"input_tokens":9,"cache_creation_input_tokens":100,"cache_read_input_tokens":1000,"output_tokens":2}}`,
+			want: ir.Response{ID: "msg_01", Model: "claude-sonnet-4-5", Parts: []ir.Part{{Kind: ir.PartText, Text: "Hi!"}},
+				Finish: ir.FinishStop, Usage: ir.TokenUsage{Input: 1109, Output: 2, CachedInput: 1000}},
+		},
+		{
+			name: "thinking and tool calls",
+			body: `{"id":"msg_02","type":"message","role":"assistant","model":"m","content":[
+				{"type":"thinking","thinking":"Need weather.","signature":"sig"},
+				{"type":"redacted_thinking","data":"opaque"},
+				{"type":"text","text":"Checking."},
+				{"type":"tool_use","id":"` + ir.SafeToolID("call:1") + `","name":"get_weather","input":{"city":"Paris"}},
+				{"type":"server_tool_use","id":"srvtoolu_1","name":"web_search","input":{}}],
+				"stop_reason":"tool_use","usage":{"input_tokens":20,"output_tokens":15}}`,
+			want: ir.Response{ID: "msg_02", Model: "m", Parts: []ir.Part{
+				{Kind: ir.PartThinking, Text: "Need weather.", Signature: "sig"},
+				{Kind: ir.PartThinking, Signature: "opaque"},
+				{Kind: ir.PartText, Text: "Checking."},
+				{Kind: ir.PartToolCall, ToolCall: &ir.ToolCall{ID: "call:1", Name: "get_weather", Arguments: json.RawMessage(`{"city":"Paris"}`)}},
+			}, Finish: ir.FinishToolCalls, Usage: ir.TokenUsage{Input: 20, Output: 15}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := DecodeResponse([]byte(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(*got, tc.want) {
+				t.Errorf("got %s\nwant %s", jsonOf(got), jsonOf(tc.want))
+			}
+		})
+	}
+	if _, err := DecodeResponse([]byte(`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`)); err == nil || !strings.Contains(err.Error(), "overloaded_error: Overloaded") {
+		t.Errorf("error envelope: %v", err)
+	}
+	if _, err := DecodeResponse([]byte(`[`)); err == nil {
+		t.Error("broken JSON decoded")
+	}
+}
+
+func TestStopReasons(t *testing.T) {
+	for _, tc := range []struct {
+		stop    string
+		hasTool bool
+		want    ir.FinishReason
+		back    string
+	}{
+		{"end_turn", false, ir.FinishStop, "end_turn"},
+		{"stop_sequence", false, ir.FinishStop, "end_turn"},
+		{"pause_turn", false, ir.FinishStop, "end_turn"},
+		{"", false, ir.FinishStop, "end_turn"},
+		{"max_tokens", false, ir.FinishLength, "max_tokens"},
+		{"model_context_window_exceeded", false, ir.FinishLength, "max_tokens"},
+		{"tool_use", true, ir.FinishToolCalls, "tool_use"},
+		{"end_turn", true, ir.FinishToolCalls, "tool_use"}, // §5.14
+		{"refusal", false, ir.FinishContentFilter, "refusal"},
+		{"max_tokens", true, ir.FinishLength, "max_tokens"}, // a cut-off call is not one to run
+	} {
+		if got := finishReason(tc.stop, tc.hasTool); got != tc.want {
+			t.Errorf("finishReason(%q, %v) = %q; want %q", tc.stop, tc.hasTool, got, tc.want)
+		}
+		if got := stopReason(tc.want, tc.hasTool); got != tc.back {
+			t.Errorf("stopReason(%q, %v) = %q; want %q", tc.want, tc.hasTool, got, tc.back)
+		}
+	}
+	// A tool_calls finish with no call in it (the translator unwrapped the
+	// JSON-mode tool) is an ordinary end of turn.
+	if got := stopReason(ir.FinishToolCalls, false); got != "end_turn" {
+		t.Errorf("tool_calls without calls: %q", got)
+	}
+}
+
+// toolResponse is an OpenAI-decoded answer: text, then two calls, one with
+// an id Anthropic refuses and one with non-object arguments; finish "stop"
+// though it called tools.
+func toolResponse() *ir.Response {
+	return &ir.Response{
+		ID:    "chatcmpl-123",
+		Model: "gpt-4o-2024-08-06",
+		Parts: []ir.Part{
+			{Kind: ir.PartThinking, Text: "The user wants weather."},
+			{Kind: ir.PartText, Text: "Let me check <both> & more."},
+			{Kind: ir.PartToolCall, ToolCall: &ir.ToolCall{ID: "call:a/1", Name: "get_weather", Arguments: json.RawMessage(`{"city":"Paris"}`)}},
+			{Kind: ir.PartToolCall, ToolCall: &ir.ToolCall{ID: "call_b", Name: "get_time", Arguments: json.RawMessage(`[1]`)}},
+		},
+		Finish: ir.FinishStop,
+		Usage:  ir.TokenUsage{Input: 1200, CachedInput: 1000, Output: 40},
+	}
+}
+
+func TestEncodeResponseGolden(t *testing.T) {
+	got, err := EncodeResponse(toolResponse(), "claude-sonnet-4-5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "response_tool_calls.json", got)
+	got, err = EncodeResponse(&ir.Response{Model: "gemini-2.5-flash", ID: "r1", Parts: []ir.Part{{Kind: ir.PartText, Text: "Hi!"}}, Finish: ir.FinishLength, Usage: ir.TokenUsage{Input: 9, Output: 2}}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "response_text.json", got)
+}
+
+// TestEncodeResponseSDK decodes EncodeResponse's output into the SDK's
+// Message, as client.Messages.New does.
+func TestEncodeResponseSDK(t *testing.T) {
+	body, err := EncodeResponse(toolResponse(), "claude-sonnet-4-5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msg anthropic.Message
+	if err := json.Unmarshal(body, &msg); err != nil {
+		t.Fatal(err)
+	}
+	checkToolMessage(t, msg)
+}
+
+// checkToolMessage asserts what the app's SDK sees of toolResponse.
+func checkToolMessage(t *testing.T, msg anthropic.Message) {
+	t.Helper()
+	if msg.ID != "msg_chatcmpl-123" || msg.Model != "claude-sonnet-4-5" || msg.Role != "assistant" || msg.Type != "message" {
+		t.Errorf("envelope: id %q model %q role %q type %q", msg.ID, msg.Model, msg.Role, msg.Type)
+	}
+	if msg.StopReason != anthropic.StopReasonToolUse {
+		t.Errorf("stop_reason %q, want tool_use", msg.StopReason)
+	}
+	if u := msg.Usage; u.InputTokens != 200 || u.CacheReadInputTokens != 1000 || u.OutputTokens != 40 {
+		t.Errorf("usage %+v", u)
+	}
+	if len(msg.Content) != 4 {
+		t.Fatalf("content: %s", msg.RawJSON())
+	}
+	if th := msg.Content[0].AsThinking(); th.Thinking != "The user wants weather." {
+		t.Errorf("thinking %+v", th)
+	}
+	if txt := msg.Content[1].AsText(); txt.Text != "Let me check <both> & more." {
+		t.Errorf("text %q", txt.Text)
+	}
+	calls := []anthropic.ToolUseBlock{msg.Content[2].AsToolUse(), msg.Content[3].AsToolUse()}
+	var args map[string]any
+	if err := json.Unmarshal(calls[0].Input, &args); err != nil || args["city"] != "Paris" || calls[0].Name != "get_weather" {
+		t.Errorf("call 0: %+v %v", calls[0], err)
+	}
+	if ir.OriginalToolID(calls[0].ID) != "call:a/1" || !anthropicIDRe(calls[0].ID) {
+		t.Errorf("call 0 id %q", calls[0].ID)
+	}
+	if string(calls[1].Input) != "{}" || calls[1].Name != "get_time" || calls[1].ID != "call_b" {
+		t.Errorf("call 1: %+v", calls[1])
+	}
+}
+
+// TestResponseRoundTrip: DecodeResponse(EncodeResponse(r)) keeps what the
+// Anthropic shape carries.
+func TestResponseRoundTrip(t *testing.T) {
+	r := &ir.Response{
+		ID:    "msg_1",
+		Model: "claude-sonnet-4-5",
+		Parts: []ir.Part{
+			{Kind: ir.PartThinking, Text: "t", Signature: "s"},
+			{Kind: ir.PartThinking, Signature: "redacted"},
+			{Kind: ir.PartText, Text: "a"},
+			{Kind: ir.PartToolCall, ToolCall: &ir.ToolCall{ID: "x y", Name: "f", Arguments: json.RawMessage(`{"k":[1,2]}`)}},
+		},
+		Finish: ir.FinishToolCalls,
+		Usage:  ir.TokenUsage{Input: 50, CachedInput: 20, Output: 7},
+	}
+	body, err := EncodeResponse(r, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := DecodeResponse(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, r) {
+		t.Errorf("got %s\nwant %s", jsonOf(back), jsonOf(r))
+	}
+}
+
+func TestEncodeResponseIDs(t *testing.T) {
+	for in, want := range map[string]string{"msg_x": "msg_x", "chatcmpl-9": "msg_chatcmpl-9"} {
+		body, _ := EncodeResponse(&ir.Response{ID: in}, "m")
+		var m anthropic.Message
+		if err := json.Unmarshal(body, &m); err != nil || m.ID != want {
+			t.Errorf("id %q: got %q (%v)", in, m.ID, err)
+		}
+	}
+	a, _ := EncodeResponse(&ir.Response{}, "m")
+	b, _ := EncodeResponse(&ir.Response{}, "m")
+	var ma, mb anthropic.Message
+	_ = json.Unmarshal(a, &ma)
+	_ = json.Unmarshal(b, &mb)
+	if !strings.HasPrefix(ma.ID, "msg_") || len(ma.ID) < 10 || ma.ID == mb.ID {
+		t.Errorf("generated ids %q, %q", ma.ID, mb.ID)
+	}
+	if ma.StopReason != "end_turn" || ma.Content == nil {
+		t.Errorf("empty response: %s", a)
+	}
+}

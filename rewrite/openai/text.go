@@ -1,0 +1,186 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/url"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// flexText is a content value that servers send as a string, as null, or
+// (Mistral, some gateways) as an array of parts whose text parts are
+// concatenated. Anything else is an error.
+type flexText struct {
+	s string
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (t *flexText) UnmarshalJSON(b []byte) error {
+	switch b[0] {
+	case '"':
+		s, err := unquote(b)
+		t.s = s
+		return err
+	case 'n':
+		t.s = ""
+		return nil
+	case '[':
+		var parts []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		if err := json.Unmarshal(b, &parts); err != nil {
+			return err
+		}
+		var sb strings.Builder
+		for _, p := range parts {
+			if p.Type == "text" || p.Type == "" {
+				sb.WriteString(p.Text)
+			}
+		}
+		t.s = sb.String()
+		return nil
+	}
+	return errors.New("content: want a string, null or an array of parts")
+}
+
+// looseText is an optional extension field (reasoning text) that detour
+// reads when it is a string and ignores in any other form, so that an
+// unexpected variant from some server cannot fail a whole answer.
+type looseText string
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (t *looseText) UnmarshalJSON(b []byte) error {
+	if b[0] != '"' {
+		*t = ""
+		return nil
+	}
+	s, err := unquote(b)
+	*t = looseText(s)
+	return err
+}
+
+// unquote decodes one JSON string, already validated by the caller's
+// decoder. Strings without escapes, which are most stream fragments, cost
+// one allocation and no second scan through encoding/json.
+func unquote(b []byte) (string, error) {
+	if len(b) >= 2 && bytes.IndexByte(b, '\\') < 0 && utf8.Valid(b) {
+		return string(b[1 : len(b)-1]), nil
+	}
+	var s string
+	err := json.Unmarshal(b, &s)
+	return s, err
+}
+
+// appendString appends s to dst as a JSON string. It escapes what
+// encoding/json escapes except <, > and & (these bodies go to SDKs, not
+// browsers): quotes, backslashes, control characters, U+2028 and U+2029 (so
+// a fragment can never break an SSE line or a JavaScript reader), and
+// replaces invalid UTF-8 with U+FFFD, so the output is always valid JSON.
+func appendString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// appendInt appends n in decimal.
+func appendInt(dst []byte, n int64) []byte { return strconv.AppendInt(dst, n, 10) }
+
+// parseDataURI splits a data: URI (RFC 2397) into its media type and its
+// content as standard base64. ok is false when uri is not a data: URI.
+// Content that is not base64 in the URI (percent-encoded text) is encoded.
+func parseDataURI(uri string) (mediaType, data string, ok bool, err error) {
+	rest, found := strings.CutPrefix(uri, "data:")
+	if !found {
+		if len(uri) >= 5 && strings.EqualFold(uri[:5], "data:") {
+			rest = uri[5:]
+		} else {
+			return "", "", false, nil
+		}
+	}
+	meta, payload, found := strings.Cut(rest, ",")
+	if !found {
+		return "", "", true, errors.New("data URI without a comma")
+	}
+	isBase64 := false
+	if m, cut := strings.CutSuffix(meta, ";base64"); cut {
+		meta, isBase64 = m, true
+	}
+	// Parameters (;charset=…, ;name=…) are not part of the media type the
+	// other vendors take.
+	mediaType, _, _ = strings.Cut(meta, ";")
+	if isBase64 {
+		return mediaType, payload, true, nil
+	}
+	text, err := url.PathUnescape(payload)
+	if err != nil {
+		return "", "", true, err
+	}
+	return mediaType, base64.StdEncoding.EncodeToString([]byte(text)), true, nil
+}
+
+// dataURI is the inverse of parseDataURI for base64 content.
+func dataURI(mediaType, data string) string {
+	if mediaType == "" {
+		mediaType = "application/octet-stream"
+	}
+	return "data:" + mediaType + ";base64," + data
+}
+
+// isHTTPURL reports whether u is an http(s) URL, the only kind OpenAI
+// fetches.
+func isHTTPURL(u string) bool {
+	i := strings.IndexByte(u, ':')
+	if i < 0 {
+		return false
+	}
+	scheme := strings.ToLower(u[:i])
+	return (scheme == "http" || scheme == "https") && strings.HasPrefix(u[i:], "://")
+}
