@@ -140,9 +140,8 @@ func (s *session) attempt(u *policy.Upstream, model string, last bool) bool {
 			s.failures = append(s.failures, &failure{upstream: u.Name, verdict: v})
 			return false
 		}
-		if len(conv.notes) > 0 {
-			ar.Reason = "translated: " + strings.Join(conv.notes, "; ")
-		}
+		ar.Translated = true
+		ar.Notes = conv.notes
 	}
 
 	upReq, err := s.buildRequest(ctx, u, model, conv)

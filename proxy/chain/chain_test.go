@@ -474,3 +474,70 @@ func TestAccountHeadersStayWithTheAppKey(t *testing.T) {
 		t.Errorf("b got org %q expect %q; want neither", hb.Get("OpenAI-Organization"), hb.Get("Expect"))
 	}
 }
+
+func crossUpstream(name string, v *detourtest.Vendor, keyFile string, model string) string {
+	return fmt.Sprintf(`%q: {"shape": %q, "base_url": %q, "ca_file": %q, "auth": {"file": %q}, "models": {"*": %q}}`,
+		name, v.Shape(), v.BaseURL(), v.CAFile, keyFile, model)
+}
+
+func TestTranslationSkipsWhatTheTargetCannotTakeAndNotesLossyChanges(t *testing.T) {
+	ant := detourtest.NewVendor(t, rewrite.Anthropic, "ant")
+	gem := detourtest.NewVendor(t, rewrite.Gemini, "gem")
+	keyFile := filepath.Join(t.TempDir(), "k")
+	os.WriteFile(keyFile, []byte("k"), 0o600)
+	r := newRunner(t, "api.openai.com", openaiPolicy([]string{
+		crossUpstream("ant", ant, keyFile, "claude-haiku-4-5"),
+		crossUpstream("gem", gem, keyFile, "gemini-2.5-flash"),
+	}, `["ant","gem"]`, ""))
+
+	// n > 1: Anthropic cannot; the chain goes on to Gemini.
+	resp := post(t, r.srv.URL+"/v1/chat/completions", `{"model":"gpt-4o","n":2,"messages":[{"role":"user","content":"hi"}]}`)
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || ant.Calls() != 0 || gem.Calls() != 1 {
+		t.Fatalf("status %d calls ant=%d gem=%d: %s", resp.StatusCode, ant.Calls(), gem.Calls(), body)
+	}
+	rec := r.record(t)
+	if a := rec.Attempts[0]; a.Outcome != chain.OutcomeSkipped || a.Class != "invalid_request" || !strings.Contains(a.Reason, "n > 1") {
+		t.Errorf("anthropic attempt = %+v; want skipped invalid_request naming n > 1", a)
+	}
+
+	// temperature 1.7 is clamped for Anthropic, and the log says so.
+	resp = post(t, r.srv.URL+"/v1/chat/completions", `{"model":"gpt-4o","temperature":1.7,"messages":[{"role":"user","content":"hi"}]}`)
+	io.Copy(io.Discard, resp.Body)
+	var sent map[string]any
+	json.Unmarshal(ant.Requests()[0].Body, &sent)
+	if sent["temperature"] != 1.0 {
+		t.Errorf("anthropic got temperature %v; want 1", sent["temperature"])
+	}
+	r.mu.Lock()
+	last := r.records[len(r.records)-1]
+	r.mu.Unlock()
+	if a := last.Attempts[0]; !a.Translated || !strings.Contains(strings.Join(a.Notes, ";"), "temperature") {
+		t.Errorf("attempt = %+v; want a translation note about temperature", a)
+	}
+}
+
+func TestOnlyChatRequestsAreTranslated(t *testing.T) {
+	// The fake vendor has no Responses API; this upstream is overloaded
+	// for every path.
+	oa := rawUpstream(t, "oa", "", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(503)
+		io.WriteString(w, `{"error":{"message":"The engine is currently overloaded","type":"server_error","param":null,"code":"server_is_overloaded"}}`)
+	})
+	ant := detourtest.NewVendor(t, rewrite.Anthropic, "ant")
+	keyFile := filepath.Join(t.TempDir(), "k")
+	os.WriteFile(keyFile, []byte("k"), 0o600)
+	pol := fmt.Sprintf(`{"upstreams": {%s, %s},
+  "routes": [{"name": "resp", "match": {"host": "api.openai.com", "path": "/v1/responses"}, "chain": ["oa", "ant"]}]}`,
+		oa, crossUpstream("ant", ant, keyFile, "claude-haiku-4-5"))
+	r := newRunner(t, "api.openai.com", pol)
+	resp := post(t, r.srv.URL+"/v1/responses", `{"model":"gpt-4o","input":"hi"}`)
+	io.Copy(io.Discard, resp.Body)
+	if ant.Calls() != 0 {
+		t.Error("a Responses API request was sent to an Anthropic upstream")
+	}
+	if a := r.record(t).Attempts[1]; a.Outcome != chain.OutcomeSkipped || !strings.Contains(a.Reason, "only chat requests") {
+		t.Errorf("attempt = %+v", a)
+	}
+}

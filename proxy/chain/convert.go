@@ -35,6 +35,12 @@ func (s *session) convert(u *policy.Upstream, model string) (*conversion, string
 		return nil, "auth from client, but the app speaks " + string(s.app)
 	}
 	rel := strings.TrimPrefix(s.req.URL.Path, s.app.APIRoot())
+	if !translatable(s.app, rel) {
+		// Only the chat endpoints have a meaning in every shape; the
+		// Responses API, token counting and embeddings fall over only to
+		// upstreams of the app's own shape.
+		return nil, "only chat requests are translated; " + s.req.URL.Path + " goes to " + string(s.app) + "-shaped upstreams only"
+	}
 	req, err := translate.DecodeRequest(s.app, s.body, rel)
 	if err != nil {
 		return nil, "cannot translate the request: " + err.Error()
@@ -54,6 +60,21 @@ func (s *session) convert(u *policy.Upstream, model string) (*conversion, string
 	}
 	c.up = up
 	return c, ""
+}
+
+// translatable reports whether a request path (relative to the shape's API
+// root) is a chat request that every shape can express.
+func translatable(app rewrite.Shape, rel string) bool {
+	switch app {
+	case rewrite.OpenAI:
+		return rel == "/chat/completions"
+	case rewrite.Anthropic:
+		return rel == "/v1/messages"
+	case rewrite.Gemini:
+		_, method, ok := rewrite.GeminiModelFromPath(rel)
+		return ok && (method == "generateContent" || method == "streamGenerateContent")
+	}
+	return false
 }
 
 // event returns the app's bytes for one upstream event.

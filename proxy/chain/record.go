@@ -23,12 +23,17 @@ const (
 
 // AttemptRecord is one upstream's part in a request.
 type AttemptRecord struct {
-	Upstream string
-	Model    string
-	Status   int
-	Class    string
-	Outcome  string
-	Reason   string
+	// Translated is set when the request crossed shapes for this upstream;
+	// Notes lists what the translation had to change (a clamped
+	// temperature, a dropped stop sequence).
+	Translated bool
+	Notes      []string
+	Upstream   string
+	Model      string
+	Status     int
+	Class      string
+	Outcome    string
+	Reason     string
 	// Duration runs from sending the request to the end of the attempt: its
 	// failure, or, for the answering attempt, its commit point (the whole
 	// body, or a stream's first content).
@@ -175,6 +180,12 @@ func (r *Record) Log(l zerolog.Logger) {
 			Int("retry", a.Retry)
 		if a.Reason != "" {
 			d = d.Str("reason", a.Reason)
+		}
+		if a.Translated {
+			d = d.Bool("translated", true)
+			if len(a.Notes) > 0 {
+				d = d.Strs("notes", a.Notes)
+			}
 		}
 		attempts = attempts.Dict(d)
 	}
