@@ -49,16 +49,20 @@ type Options struct {
 
 type vendorSpec struct {
 	name   string
+	shape  rewrite.Shape
+	model  string // the upstream's model when it is not the app's shape
 	faults string
 	about  string
 }
 
-// The cast: the primary runs out of quota at its 16th call and is flaky
-// before that; the backup is overloaded now and then; local always answers.
+// The cast: the primary is flaky, then runs out of quota a third of the way
+// in; the backup is another vendor (Anthropic-shaped: detour translates the
+// app's OpenAI requests and streams) and is overloaded now and then; local
+// always answers.
 var cast = []vendorSpec{
-	{"openai", "529:overloaded=0.15,hang=0.08,stream_error_early:overloaded=0.1", "flaky, then out of quota"},
-	{"backup", "503:overloaded=0.2,html=0.05", "overloaded now and then"},
-	{"local", "", "always answers"},
+	{"openai", rewrite.OpenAI, "", "529:overloaded=0.15,hang=0.08,stream_error_early:overloaded=0.1", "OpenAI, flaky, then out of quota"},
+	{"backup", rewrite.Anthropic, "claude-haiku-4-5", "529:overloaded=0.2,html=0.05", "Anthropic, translated, overloaded now and then"},
+	{"local", rewrite.OpenAI, "qwen2.5:7b-instruct", "", "OpenAI-compatible, always answers"},
 }
 
 // Run runs the demo and returns when every request has finished.
@@ -88,7 +92,7 @@ func Run(ctx context.Context, opts Options) error {
 	var ups []string
 	var vendors []*fakevendor.Vendor
 	for i, spec := range cast {
-		v := fakevendor.New(rewrite.OpenAI, fakevendor.Options{Name: spec.name, EventDelay: 10 * time.Millisecond})
+		v := fakevendor.New(spec.shape, fakevendor.Options{Name: spec.name, EventDelay: 10 * time.Millisecond})
 		if spec.faults != "" {
 			fs, err := fakevendor.ParseFaults(spec.faults)
 			if err != nil {
@@ -103,8 +107,15 @@ func Run(ctx context.Context, opts Options) error {
 		if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644); err != nil {
 			return err
 		}
-		ups = append(ups, fmt.Sprintf(`%q: {"shape": "openai", "base_url": %q, "ca_file": %q, "auth": {"none": true}, "timeouts": {"first_byte": "400ms"}}`,
-			spec.name, srv.URL+"/v1", caFile))
+		base, models := srv.URL, ""
+		if spec.shape == rewrite.OpenAI {
+			base += "/v1"
+		}
+		if spec.model != "" {
+			models = fmt.Sprintf(`, "models": {"*": %q}`, spec.model)
+		}
+		ups = append(ups, fmt.Sprintf(`%q: {"shape": %q, "base_url": %q, "ca_file": %q, "auth": {"none": true}, "timeouts": {"first_byte": "400ms"}%s}`,
+			spec.name, spec.shape, base, caFile, models))
 		vendors = append(vendors, v)
 	}
 	policyPath := filepath.Join(dir, "policy.json")
@@ -145,7 +156,7 @@ func Run(ctx context.Context, opts Options) error {
 	}
 
 	fmt.Fprintf(out, "detour demo: %d chat completions from openai-go through detour (HTTPS_PROXY=http://%s)\n", opts.Requests, ln.Addr())
-	fmt.Fprintf(out, "chain: openai (%s) → backup (%s) → local (%s)\n\n", cast[0].about, cast[1].about, cast[2].about)
+	fmt.Fprintf(out, "chain: openai (%s)\n    → backup (%s)\n    → local (%s)\n\n", cast[0].about, cast[1].about, cast[2].about)
 
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.Cert)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"reflect"
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go"
@@ -28,6 +29,10 @@ func FuzzDecodeRequest(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r, err := DecodeRequest(body)
+		flex, flexErr := decodeRequest(body, false)
+		if (err == nil) != (flexErr == nil) || !reflect.DeepEqual(r, flex) {
+			t.Fatalf("one-pass and flexible decoding disagree:\n%s (%v)\n%s (%v)", jsonOf(r), err, jsonOf(flex), flexErr)
+		}
 		if err != nil {
 			return
 		}

@@ -20,9 +20,26 @@ import (
 // than dropped, so the chain skips translated upstreams for this request.
 // Hints with no equivalent elsewhere (cache_control, citations) are
 // ignored. Malformed JSON or an unknown role is an ordinary error.
-func DecodeRequest(body []byte) (*ir.Request, error) {
+func DecodeRequest(body []byte) (*ir.Request, error) { return decodeRequest(body, true) }
+
+// decodeRequest is DecodeRequest; onePass false forces the flexible path
+// (for the test that both paths agree).
+func decodeRequest(body []byte, onePass bool) (*ir.Request, error) {
+	// One pass when every message's content is a block array (what the
+	// SDKs send); string content and odd blocks take the flexible path,
+	// which reads content as raw JSON first.
 	var in inRequest
-	if err := json.Unmarshal(body, &in); err != nil {
+	var blocks [][]inBlock
+	var fast inRequestBlocks
+	if onePass && json.Unmarshal(body, &fast) == nil {
+		in = fast.inRequest
+		in.Messages = make([]inMessage, len(fast.Messages))
+		blocks = make([][]inBlock, len(fast.Messages))
+		for i, m := range fast.Messages {
+			in.Messages[i].Role = m.Role
+			blocks[i] = m.Content
+		}
+	} else if err := json.Unmarshal(body, &in); err != nil {
 		return nil, fmt.Errorf("anthropic: decode request: %w", err)
 	}
 	r := &ir.Request{
@@ -40,7 +57,13 @@ func DecodeRequest(body []byte) (*ir.Request, error) {
 	}
 	r.Messages = make([]ir.Message, 0, len(in.Messages))
 	for i, m := range in.Messages {
-		msg, err := decodeMessage(m)
+		var msg ir.Message
+		var err error
+		if blocks != nil && blocks[i] != nil {
+			msg, err = decodeBlocks(m.Role, blocks[i])
+		} else {
+			msg, err = decodeMessage(m)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("anthropic: messages[%d]: %w", i, err)
 		}
@@ -144,17 +167,33 @@ func decodeSystem(raw json.RawMessage) ([]string, error) {
 	return out, nil
 }
 
+// inRequestBlocks is inRequest with every message's content a block array.
+type inRequestBlocks struct {
+	inRequest
+	Messages []struct {
+		Role    string    `json:"role"`
+		Content []inBlock `json:"content"`
+	} `json:"messages"`
+}
+
+// role maps an Anthropic role.
+func role(r string) (ir.Role, error) {
+	switch r {
+	case "user":
+		return ir.RoleUser, nil
+	case "assistant":
+		return ir.RoleAssistant, nil
+	}
+	return "", fmt.Errorf("role %q (Anthropic has user and assistant only)", r)
+}
+
 // decodeMessage reads one turn. Tool results stay parts of their user
 // turn (ir.RoleTool doc).
 func decodeMessage(m inMessage) (ir.Message, error) {
 	var msg ir.Message
-	switch m.Role {
-	case "user":
-		msg.Role = ir.RoleUser
-	case "assistant":
-		msg.Role = ir.RoleAssistant
-	default:
-		return msg, fmt.Errorf("role %q (Anthropic has user and assistant only)", m.Role)
+	var err error
+	if msg.Role, err = role(m.Role); err != nil {
+		return msg, err
 	}
 	content := bytes.TrimSpace(m.Content)
 	if len(content) == 0 || string(content) == "null" {
@@ -170,6 +209,16 @@ func decodeMessage(m inMessage) (ir.Message, error) {
 	}
 	blocks, err := unmarshalBlocks(content)
 	if err != nil {
+		return msg, err
+	}
+	return decodeBlocks(m.Role, blocks)
+}
+
+// decodeBlocks reads one turn whose content is blocks.
+func decodeBlocks(r string, blocks []inBlock) (ir.Message, error) {
+	var msg ir.Message
+	var err error
+	if msg.Role, err = role(r); err != nil {
 		return msg, err
 	}
 	msg.Parts = make([]ir.Part, 0, len(blocks))

@@ -238,7 +238,7 @@ func richRequest() *ir.Request {
 			{Role: ir.RoleTool, Parts: []ir.Part{{Kind: ir.PartToolResult, ToolResult: &ir.ToolResult{CallID: "call_2", Content: "city not found", IsError: true}}}},
 			{Role: ir.RoleUser, Parts: []ir.Part{{Kind: ir.PartText, Text: "Merci. Et demain ?"}}},
 		},
-		Tools: []ir.Tool{{Name: "get_weather", Description: "Current weather", Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`)}},
+		Tools:             []ir.Tool{{Name: "get_weather", Description: "Current weather", Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`)}},
 		ToolChoice:        &ir.ToolChoice{Mode: ir.ToolChoiceRequired},
 		ParallelToolCalls: ptr(false),
 		Temperature:       ptr(1.5),

@@ -112,6 +112,11 @@ func (d *StreamDecoder) Decode(ev sse.Event) ([]ir.StreamEvent, error) {
 		}
 		return d.out, nil
 	}
+	if typ == "content_block_delta" || typ == "" {
+		if index, kind, text, ok := fastDelta(data); ok {
+			return d.blockDelta(index, kind, text, "")
+		}
+	}
 	d.ev = streamWire{}
 	if err := json.Unmarshal(data, &d.ev); err != nil {
 		if typ == "error" {
@@ -132,7 +137,17 @@ func (d *StreamDecoder) Decode(ev sse.Event) ([]ir.StreamEvent, error) {
 	case "content_block_start":
 		return d.blockStart(w)
 	case "content_block_delta":
-		return d.blockDelta(w)
+		dl := &w.Delta
+		switch dl.Type {
+		case "text_delta":
+			return d.blockDelta(w.Index, dl.Type, dl.Text, "")
+		case "input_json_delta":
+			return d.blockDelta(w.Index, dl.Type, dl.PartialJSON, "")
+		case "thinking_delta":
+			return d.blockDelta(w.Index, dl.Type, dl.Thinking, "")
+		case "signature_delta":
+			return d.blockDelta(w.Index, dl.Type, "", dl.Signature)
+		}
 	case "content_block_stop":
 		if b := d.block(w.Index); b != nil {
 			d.stop(b)
@@ -194,35 +209,35 @@ func (d *StreamDecoder) blockStart(w *streamWire) ([]ir.StreamEvent, error) {
 	return d.out, nil
 }
 
-// blockDelta handles content_block_delta.
-func (d *StreamDecoder) blockDelta(w *streamWire) ([]ir.StreamEvent, error) {
-	dl := &w.Delta
-	switch dl.Type {
+// blockDelta handles a content_block_delta of type typ for block index:
+// text is the delta's text, thinking or partial_json, sig its signature.
+// citations_delta and delta types Anthropic may add carry nothing the IR
+// has.
+func (d *StreamDecoder) blockDelta(index int, typ, text, sig string) ([]ir.StreamEvent, error) {
+	switch typ {
 	case "text_delta":
-		if dl.Text != "" {
-			d.out = append(d.out, ir.StreamEvent{Kind: ir.StreamText, Text: dl.Text})
+		if text != "" {
+			d.out = append(d.out, ir.StreamEvent{Kind: ir.StreamText, Text: text})
 		}
 	case "thinking_delta":
-		if dl.Thinking != "" {
-			d.out = append(d.out, ir.StreamEvent{Kind: ir.StreamThinking, Text: dl.Thinking})
+		if text != "" {
+			d.out = append(d.out, ir.StreamEvent{Kind: ir.StreamThinking, Text: text})
 		}
 	case "signature_delta":
-		if dl.Signature != "" {
-			d.out = append(d.out, ir.StreamEvent{Kind: ir.StreamThinking, Signature: dl.Signature})
+		if sig != "" {
+			d.out = append(d.out, ir.StreamEvent{Kind: ir.StreamThinking, Signature: sig})
 		}
 	case "input_json_delta":
-		b := d.block(w.Index)
+		b := d.block(index)
 		if b == nil || b.tool < 0 {
-			return nil, fmt.Errorf("anthropic: input_json_delta for content block %d, which is not a tool_use", w.Index)
+			return nil, fmt.Errorf("anthropic: input_json_delta for content block %d, which is not a tool_use", index)
 		}
-		frag := dl.PartialJSON
-		if !b.args && isBlank(frag) {
+		if !b.args && isBlank(text) {
 			return d.out, nil // "" for a parameterless tool; see stop
 		}
 		b.args = true
-		d.out = append(d.out, ir.StreamEvent{Kind: ir.StreamToolArgs, Index: b.tool, Text: frag})
+		d.out = append(d.out, ir.StreamEvent{Kind: ir.StreamToolArgs, Index: b.tool, Text: text})
 	}
-	// citations_delta and future delta types carry nothing the IR has.
 	return d.out, nil
 }
 

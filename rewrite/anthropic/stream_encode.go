@@ -19,8 +19,8 @@ const (
 
 // encodedTool is what a StreamEncoder remembers of one tool call.
 type encodedTool struct {
-	index int  // the IR's tool call Index
-	block int  // its content block index
+	index  int  // the IR's tool call Index
+	block  int  // its content block index
 	args   bool // a non-blank argument fragment was sent
 	closed bool // its content_block_stop was sent
 }
