@@ -1,9 +1,6 @@
-//go:build genai
-
 // These tests prove that google.golang.org/genai, the official Go SDK, reads
 // what the encoders write exactly as it reads Gemini, and that what it sends
-// decodes. They need the module in go.mod; until then run them with
-// -tags genai from a copy of the module that has it.
+// decodes.
 
 package gemini
 

@@ -413,7 +413,7 @@ func TestEncodeRequestTools(t *testing.T) {
 func TestHasProperties(t *testing.T) {
 	for schema, want := range map[string]bool{
 		`{"type":"OBJECT"}`: false, `{"type":"OBJECT","description":"d","required":[]}`: false,
-		`{"type":"OBJECT","properties":{"a":{"type":"STRING"}}}`: true,
+		`{"type":"OBJECT","properties":{"a":{"type":"STRING"}}}`:            true,
 		`{"type":"OBJECT","anyOf":[{"required":["a"]},{"required":["b"]}]}`: true,
 		`{"type":"STRING"}`: true,
 	} {

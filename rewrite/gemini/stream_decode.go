@@ -3,6 +3,7 @@ package gemini
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -90,38 +91,94 @@ func (d *StreamDecoder) decodeArray(data []byte) ([]ir.StreamEvent, error) {
 	return d.events, nil
 }
 
+// errNotObject is the error for a chunk that is valid JSON but no object.
+var errNotObject = errors.New("gemini: stream chunk is not a JSON object")
+
 // chunk decodes one GenerateContentResponse or error envelope, appending
-// to d.events.
+// to d.events. It walks the chunk with the scanner of scan.go rather than
+// encoding/json: this runs once per event of every stream.
 func (d *StreamDecoder) chunk(data []byte) error {
-	var w respBody
-	if err := json.Unmarshal(data, &w); err != nil {
-		return fmt.Errorf("gemini: stream chunk: %w", err)
+	data = bytes.TrimSpace(data)
+	if !json.Valid(data) {
+		return fmt.Errorf("gemini: stream chunk is not valid JSON: %.64q", data)
 	}
-	if !isNull(w.Error) {
-		d.events = append(d.events, ir.StreamEvent{Kind: ir.StreamError, Err: streamAppError(w.Error)})
+	if data[0] != '{' {
+		return errNotObject
+	}
+	var cands, usage, model, id, feedback, errV []byte
+	it := iterObject(data)
+	for k, v, ok := it.next(); ok; k, v, ok = it.next() {
+		switch {
+		case keyIs(k, "candidates"):
+			cands = v
+		case keyIs(k, "usageMetadata"):
+			usage = v
+		case keyIs(k, "modelVersion"):
+			model = v
+		case keyIs(k, "responseId"):
+			id = v
+		case keyIs(k, "promptFeedback"):
+			feedback = v
+		case keyIs(k, "error"):
+			errV = v
+		}
+	}
+	if !isNullValue(errV) {
+		d.events = append(d.events, ir.StreamEvent{Kind: ir.StreamError, Err: streamAppError(errV)})
 		return nil
 	}
-	if w.UsageMetadata != nil {
-		d.usage, d.hasUsage = decodeUsage(w.UsageMetadata), true
+	if !isNullValue(usage) {
+		d.usage, d.hasUsage = scanUsage(usage), true
 	}
 	if !d.started {
 		d.started = true
-		d.scope = idScope(w.ResponseID, data)
-		start := ir.StreamEvent{Kind: ir.StreamStart, ID: w.ResponseID, Model: w.ModelVersion}
+		rid := str(id)
+		d.scope = idScope(rid, data)
+		start := ir.StreamEvent{Kind: ir.StreamStart, ID: rid, Model: str(model)}
 		if d.hasUsage {
 			start.Usage = ir.TokenUsage{Input: d.usage.Input, CachedInput: d.usage.CachedInput}
 		}
 		d.events = append(d.events, start)
 	}
+
 	var reason string
-	if c := firstCandidate(w.Candidates, true); c != nil {
-		reason = c.FinishReason
-		if c.Content != nil {
-			for _, p := range c.Content.Parts {
-				d.part(p)
+	var n int
+	list := iterArray(cands)
+	for c, ok := list.next(); ok; c, ok = list.next() {
+		n++
+		var content, finish []byte
+		var index int64
+		ci := iterObject(c)
+		for k, v, ok := ci.next(); ok; k, v, ok = ci.next() {
+			switch {
+			case keyIs(k, "content"):
+				content = v
+			case keyIs(k, "finishReason"):
+				finish = v
+			case keyIs(k, "index"):
+				index = integer(v)
 			}
 		}
-	} else if len(w.Candidates) == 0 && w.PromptFeedback != nil && w.PromptFeedback.BlockReason != "" {
+		if index != 0 {
+			// Another candidate's delta (candidateCount > 1): the IR
+			// carries candidate 0 only.
+			continue
+		}
+		reason = str(finish)
+		var parts []byte
+		pi := iterObject(content)
+		for k, v, ok := pi.next(); ok; k, v, ok = pi.next() {
+			if keyIs(k, "parts") {
+				parts = v
+			}
+		}
+		pl := iterArray(parts)
+		for p, ok := pl.next(); ok; p, ok = pl.next() {
+			d.scanPart(p)
+		}
+		break
+	}
+	if n == 0 && blockReason(feedback) != "" {
 		reason = "SAFETY"
 	}
 	if reason != "" && !d.finished {
@@ -135,27 +192,89 @@ func (d *StreamDecoder) chunk(data []byte) error {
 	return nil
 }
 
-// part decodes one part of a chunk's candidate.
-func (d *StreamDecoder) part(p respPart) {
-	switch {
-	case p.FunctionCall != nil:
-		id := p.FunctionCall.ID
-		if id == "" {
-			id = ir.GeneratedToolID(d.scope, d.calls)
+// scanPart decodes one part of a chunk's candidate: text, thought, or a
+// whole function call. Media parts have no stream event.
+func (d *StreamDecoder) scanPart(p []byte) {
+	var text, sig, call []byte
+	var thought bool
+	it := iterObject(p)
+	for k, v, ok := it.next(); ok; k, v, ok = it.next() {
+		switch {
+		case keyIs(k, "text"):
+			text = v
+		case keyIs(k, "thought"):
+			thought = isTrue(v)
+		case keyIs(k, "thoughtSignature"):
+			sig = v
+		case keyIs(k, "functionCall"):
+			call = v
+		}
+	}
+	if !isNullValue(call) {
+		var id, name, args []byte
+		ci := iterObject(call)
+		for k, v, ok := ci.next(); ok; k, v, ok = ci.next() {
+			switch {
+			case keyIs(k, "id"):
+				id = v
+			case keyIs(k, "name"):
+				name = v
+			case keyIs(k, "args"):
+				args = v
+			}
+		}
+		callID := str(id)
+		if callID == "" {
+			callID = ir.GeneratedToolID(d.scope, d.calls)
 		}
 		// Gemini sends calls whole: one start and the arguments in one
 		// piece.
 		d.events = append(d.events,
-			ir.StreamEvent{Kind: ir.StreamToolStart, Index: d.calls, ID: id, Name: p.FunctionCall.Name, Signature: p.ThoughtSignature},
-			ir.StreamEvent{Kind: ir.StreamToolArgs, Index: d.calls, Text: string(argsObject(p.FunctionCall.Args))},
+			ir.StreamEvent{Kind: ir.StreamToolStart, Index: d.calls, ID: callID, Name: str(name), Signature: str(sig)},
+			ir.StreamEvent{Kind: ir.StreamToolArgs, Index: d.calls, Text: string(argsObject(args))},
 		)
 		d.calls++
-	case p.Text == "":
-	case p.Thought:
-		d.events = append(d.events, ir.StreamEvent{Kind: ir.StreamThinking, Text: p.Text})
-	default:
-		d.events = append(d.events, ir.StreamEvent{Kind: ir.StreamText, Text: p.Text})
+		return
 	}
+	t := str(text)
+	switch {
+	case t == "":
+	case thought:
+		d.events = append(d.events, ir.StreamEvent{Kind: ir.StreamThinking, Text: t})
+	default:
+		d.events = append(d.events, ir.StreamEvent{Kind: ir.StreamText, Text: t})
+	}
+}
+
+// scanUsage reads usageMetadata (see decodeUsage).
+func scanUsage(v []byte) ir.TokenUsage {
+	var u usageMetadata
+	it := iterObject(v)
+	for k, val, ok := it.next(); ok; k, val, ok = it.next() {
+		switch {
+		case keyIs(k, "promptTokenCount"):
+			u.PromptTokenCount = integer(val)
+		case keyIs(k, "cachedContentTokenCount"):
+			u.CachedContentTokenCount = integer(val)
+		case keyIs(k, "candidatesTokenCount"):
+			u.CandidatesTokenCount = integer(val)
+		case keyIs(k, "thoughtsTokenCount"):
+			u.ThoughtsTokenCount = integer(val)
+		}
+	}
+	return decodeUsage(&u)
+}
+
+// blockReason returns promptFeedback.blockReason.
+func blockReason(feedback []byte) string {
+	it := iterObject(feedback)
+	var reason string
+	for k, v, ok := it.next(); ok; k, v, ok = it.next() {
+		if keyIs(k, "blockReason") {
+			reason = str(v)
+		}
+	}
+	return reason
 }
 
 // grpcStatuses maps google.rpc status names onto HTTP statuses, for an

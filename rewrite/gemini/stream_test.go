@@ -203,7 +203,7 @@ func TestStreamDecoderFakeVendorSSE(t *testing.T) {
 
 func TestStreamDecoderErrors(t *testing.T) {
 	d := NewStreamDecoder()
-	for _, data := range []string{`{"candidates":`, `not json`, `[{"candidates":1}]`} {
+	for _, data := range []string{`{"candidates":`, `not json`, `[1]`, `"text"`, `{"a":1}{}`} {
 		if _, err := d.Decode(sse.Event{Data: []byte(data)}); err == nil {
 			t.Errorf("%q decoded without error", data)
 		}
