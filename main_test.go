@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -109,5 +110,37 @@ func TestServeStartsAndStopsCleanly(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("serve did not stop")
+	}
+}
+
+func TestSIGHUPReloadsThePolicy(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "policy.json")
+	pol := strings.Replace(string(defaultPolicy), `"listen": "127.0.0.1:8787"`, `"listen": "127.0.0.1:0", "ca": {"cert_file": "ca.pem", "key_file": "ca-key.pem"}`, 1)
+	pol = strings.Replace(pol, `"admin_listen": "127.0.0.1:8788"`, `"admin_listen": "off"`, 1)
+	os.WriteFile(path, []byte(pol), 0o644)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errb := &syncBuf{}
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"serve", "--policy", path}, &bytes.Buffer{}, errb) }()
+	waitLog := func(what string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !strings.Contains(errb.String(), what) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %q in the log after 10s:\n%s", what, errb.String())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitLog("detour is listening")
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitLog(`"trigger":"SIGHUP"`)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -157,6 +157,17 @@ func Serve(ctx context.Context, opts Options) error {
 	transports.Dial = srv.Dial
 	runner.Passthrough = chain.NewTransport(TunnelDialTimeout, nil, srv.Dial)
 
+	// SIGHUP reloads the policy, for setups where file events do not
+	// arrive (some network file systems, some container runtimes). The
+	// handler is in place before detour says it is listening, so a SIGHUP
+	// sent on that cue never kills the process.
+	var hup chan os.Signal
+	if opts.PolicyPath != "" {
+		hup = make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+	}
+
 	addr := ln.Addr().String()
 	ev := logger.Info().Str("listen", addr).Str("policy", pol.Source).Str("version", pol.Version).
 		Str("https_proxy", "http://"+addr).
@@ -217,12 +228,7 @@ func Serve(ctx context.Context, opts Options) error {
 		}()
 	}
 
-	if opts.PolicyPath != "" {
-		// SIGHUP reloads now, for setups where file events do not arrive
-		// (some network file systems, some container runtimes).
-		hup := make(chan os.Signal, 1)
-		signal.Notify(hup, syscall.SIGHUP)
-		defer signal.Stop(hup)
+	if hup != nil {
 		go func() {
 			for {
 				select {

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -14,6 +15,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/detour-proxy/detour/proxy/detourtest"
+	"github.com/detour-proxy/detour/rewrite"
+	fv "github.com/detour-proxy/detour/rewrite/fakevendor"
 )
 
 func runCmd(t *testing.T, cmd Command, args ...string) (stdout, stderr string, err error) {
@@ -201,5 +206,35 @@ func TestFakeVendorServesAndFails(t *testing.T) {
 	_, _, err = runCmd(t, FakeVendor, "--faults", "429=2")
 	if !errors.Is(err, ErrUsage) {
 		t.Errorf("bad faults: %v", err)
+	}
+}
+
+func TestPolicyExplainAsksARunningDetourForCooldowns(t *testing.T) {
+	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
+	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
+	pol := fmt.Sprintf(`{
+  "upstreams": {
+    "primary": {"shape": "openai", "base_url": %q, "ca_file": %q, "auth": {"from": "client"}},
+    "backup":  {"shape": "openai", "base_url": %q, "ca_file": %q, "auth": {"from": "client"}}
+  },
+  "routes": [{"name": "r", "match": {"host": "api.openai.com", "path": "/v1/chat/completions"}, "chain": ["primary", "backup"]}]
+}`, primary.BaseURL(), primary.CAFile, backup.BaseURL(), backup.CAFile)
+	h := detourtest.Start(t, pol)
+	primary.Script(fv.Fault{Kind: fv.Status, Status: 429, Class: fv.ClassInsufficientQuota})
+	req, _ := http.NewRequest(http.MethodPost, "https://api.openai.com/v1/chat/completions", strings.NewReader(`{"model":"gpt-4o","messages":[]}`))
+	resp, err := h.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+
+	reqFile := filepath.Join(t.TempDir(), "req.json")
+	os.WriteFile(reqFile, []byte(`{"model":"gpt-4o","messages":[]}`), 0o644)
+	out, _, err := runCmd(t, Policy, "explain", h.PolicyPath, "--request", reqFile, "--admin", h.AdminURL.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "primary") || !strings.Contains(out, "skipped now: cooling down until") || !strings.Contains(out, "insufficient_quota") {
+		t.Errorf("explain does not show the live cooldown:\n%s", out)
 	}
 }

@@ -2,13 +2,17 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/detour-proxy/detour/policy"
 	"github.com/detour-proxy/detour/rewrite"
@@ -96,6 +100,7 @@ func policyExplain(args []string, stdout, stderr io.Writer) error {
 	reqFile := fs.String("request", "", "a request body as the app would send it (JSON)")
 	host := fs.String("host", "", "vendor host the app calls (default: inferred from the request, else the only route's host)")
 	urlPath := fs.String("path", "", "request path (default: the vendor's chat endpoint)")
+	admin := fs.String("admin", "", "admin address of a running detour to ask for cooldowns (default: the policy's admin_listen; \"off\" to not ask)")
 	if help, err := parse(fs, rest); help || err != nil {
 		return err
 	}
@@ -152,12 +157,25 @@ func policyExplain(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(w, "request:\tmodel %q, stream %v\n", model, stream)
 	fmt.Fprintf(w, "tier:\t— (one chain per route until tiers land)\n")
 	fmt.Fprintf(w, "deadline:\t%s for all attempts until an answer is committed\n", c.Deadline)
+	live, liveErr := liveCooldowns(*admin, c.AdminListen)
 	fmt.Fprintln(w, "chain:")
 	for i, u := range route.Chain {
 		m, ok := u.MapModel(model)
 		if !ok {
 			fmt.Fprintf(w, "  %d. %s\tskipped: no models entry matches %q\n", i+1, u.Name, model)
 			continue
+		}
+		if u.Shape != route.Shape && u.Auth == policy.AuthClient {
+			fmt.Fprintf(w, "  %d. %s\tskipped: it would get the app's key, which never goes to another vendor\n", i+1, u.Name)
+			continue
+		}
+		if cd, cooling := live[u.Name]; cooling {
+			last := i == len(route.Chain)-1
+			if !(last && c.NeverSkipLast) {
+				fmt.Fprintf(w, "  %d. %s\tskipped now: cooling down until %s (%s)\n", i+1, u.Name, cd.until, cd.reason)
+				continue
+			}
+			fmt.Fprintf(w, "  %d. %s\tcooling down until %s, but tried anyway as the last upstream (never_skip_last)\n", i+1, u.Name, cd.until)
 		}
 		how := "fast path: body forwarded as bytes"
 		switch {
@@ -188,8 +206,52 @@ func policyExplain(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(w, " (the last upstream is tried even while cooling down)")
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "now:\tcooldowns of a running detour are on its admin listener: GET http://%s/status\n", c.AdminListen)
+	switch {
+	case liveErr != nil:
+		fmt.Fprintf(w, "now:\tno running detour answered (%v); cooldowns not known\n", liveErr)
+	default:
+		fmt.Fprintf(w, "now:\tcooldowns above are those of the running detour (%d upstream(s) cooling down)\n", len(live))
+	}
 	return nil
+}
+
+type liveCooldown struct{ until, reason string }
+
+// liveCooldowns asks a running detour's admin listener which upstreams are
+// cooling down, so that explain can say which would be skipped now.
+func liveCooldowns(flagAddr, policyAddr string) (map[string]liveCooldown, error) {
+	addr := flagAddr
+	if addr == "" {
+		addr = policyAddr
+	}
+	if addr == "" || addr == "off" {
+		return nil, errors.New("admin listener off")
+	}
+	if host, port, err := net.SplitHostPort(addr); err == nil && (host == "" || host == "0.0.0.0" || host == "::") {
+		addr = net.JoinHostPort("127.0.0.1", port)
+	}
+	client := &http.Client{Timeout: 500 * time.Millisecond, Transport: &http.Transport{Proxy: nil}}
+	resp, err := client.Get("http://" + addr + "/status")
+	if err != nil {
+		return nil, fmt.Errorf("GET http://%s/status: %w", addr, err)
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Upstreams map[string]struct {
+			CooldownUntil  *time.Time `json:"cooldown_until"`
+			CooldownReason string     `json:"cooldown_reason"`
+		} `json:"upstreams"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st); err != nil {
+		return nil, fmt.Errorf("reading /status: %w", err)
+	}
+	out := map[string]liveCooldown{}
+	for name, u := range st.Upstreams {
+		if u.CooldownUntil != nil && time.Now().Before(*u.CooldownUntil) {
+			out[name] = liveCooldown{until: u.CooldownUntil.UTC().Format(time.RFC3339), reason: u.CooldownReason}
+		}
+	}
+	return out, nil
 }
 
 func authText(u *policy.Upstream, app rewrite.Shape) string {
