@@ -55,6 +55,9 @@ Usage:
                                    show the route, chain, models and fast path a request would take
   detour fake-vendor --shape S --faults SPEC
                                    a chaos vendor (openai|anthropic|gemini) for testing your own app
+  detour inject --tls-cert F --tls-key F [--listen :8443] [--config F]
+                                   Kubernetes: the mutating webhook that adds detour to opted-in pods
+                                   (the Helm chart in charts/detour runs it)
   detour help                      show this help
 
 Point an app at detour with HTTPS_PROXY=http://127.0.0.1:8787 (and trust detour's CA),
@@ -70,6 +73,7 @@ func commands() map[string]cli.Command {
 		"ca":          cli.CA(defaultPolicy),
 		"policy":      cli.Policy,
 		"fake-vendor": cli.FakeVendor,
+		"inject":      cli.Inject,
 	}
 }
 

@@ -197,7 +197,9 @@ func load(certFile, keyFile string, now time.Time) (*CA, bool, []string, error) 
 	}
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
 		warnings = append(warnings, fmt.Sprintf("CA key file %s has mode %04o and is accessible to group or others: "+
-			"chmod 0600 it (for a Kubernetes Secret volume set defaultMode: 0400)", keyFile, perm))
+			"chmod 0600 it. In Kubernetes, where a Secret file is owned by root and detour runs as another user, "+
+			"it must be readable by detour: mount the Secret into detour's container only (the chart does), "+
+			"with defaultMode 0440 and the pod's fsGroup, or 0444", keyFile, perm))
 	}
 	keyData, err := os.ReadFile(keyFile)
 	if err != nil {

@@ -1,0 +1,29 @@
+// Package inject is detour's Kubernetes injector: the mutating admission
+// webhook served by `detour inject` that adds the detour sidecar to the pods
+// that opted in, so that nothing in the app's manifests changes.
+//
+// For each pod it is asked about, the webhook answers with an RFC 6902 JSON
+// Patch that
+//
+//   - adds detour, as a native sidecar (an init container with restartPolicy
+//     Always and a startupProbe on /readyz, Kubernetes ≥ 1.29) or, on older
+//     clusters, as the first regular container;
+//   - adds an init container, detour-trust, that writes the CA bundle (system
+//     roots plus detour's CA) into an emptyDir shared with the app containers;
+//   - adds to the app containers HTTPS_PROXY, HTTP_PROXY and NO_PROXY (both
+//     cases), SSL_CERT_FILE, REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE,
+//     NODE_EXTRA_CA_CERTS and NODE_USE_ENV_PROXY, never replacing a variable the
+//     pod already sets (NO_PROXY lists are merged);
+//   - mounts the policy ConfigMap and the CA Secret (certificate and key) into
+//     detour only; the app containers get the bundle and never the key.
+//
+// Which pods are asked about is the MutatingWebhookConfiguration's business
+// (the Helm chart in charts/detour: pod label or namespace label, and an
+// objectSelector that leaves detour's own pods alone). The webhook itself
+// needs no Kubernetes API access: everything it decides comes from its
+// Config file and from the pod's annotations (see the Annotation constants).
+//
+// This package must not import the proxy or its sub-packages: the injector is
+// a separate program that shares only the binary, and it must stay small
+// enough to audit on its own. It depends on k8s.io/api types only.
+package inject
