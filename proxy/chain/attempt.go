@@ -265,6 +265,20 @@ func (s *session) failed(u *policy.Upstream, v policy.Verdict, f *failure, last 
 	if cd := s.cooldown(u.Name, v); cd != "" {
 		reason += "; " + cd
 	}
+	if f.foreign && (v.Class == policy.ClassInvalidRequest || v.Class == policy.ClassAuth) {
+		// The app's request was sound for its own vendor, and the key was
+		// detour's: a translated request refused by another vendor says
+		// this upstream cannot take it, not that the app erred. That
+		// upstream is passed over, loudly, rather than failing the app.
+		reason = "translated request refused: " + reason
+		outcome := OutcomeFallback
+		if last {
+			outcome = OutcomeExhausted
+		}
+		finish(outcome, string(v.Class), reason, f.status)
+		s.failures = append(s.failures, f)
+		return false
+	}
 	if s.pol.Action(v.Class).Then == policy.Stop {
 		finish(OutcomeStop, string(v.Class), reason, f.status)
 		s.rec.Error = "stopped: " + string(v.Class)

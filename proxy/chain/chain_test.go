@@ -541,3 +541,23 @@ func TestOnlyChatRequestsAreTranslated(t *testing.T) {
 		t.Errorf("attempt = %+v", a)
 	}
 }
+
+func TestARefusedTranslatedRequestFallsOver(t *testing.T) {
+	oa := detourtest.NewVendor(t, rewrite.OpenAI, "oa")
+	gem := detourtest.NewVendor(t, rewrite.Gemini, "gem")
+	oa.SetDefault(fv.Fault{Kind: fv.Status, Status: 400, Class: fv.ClassInvalidRequest})
+	keyFile := filepath.Join(t.TempDir(), "k")
+	os.WriteFile(keyFile, []byte("k"), 0o600)
+	pol := fmt.Sprintf(`{"upstreams": {%s, %s},
+  "routes": [{"name": "m", "match": {"host": "api.anthropic.com"}, "chain": ["oa", "gem"]}]}`,
+		crossUpstream("oa", oa, keyFile, "gpt-4o"), crossUpstream("gem", gem, keyFile, "gemini-2.5-flash"))
+	r := newRunner(t, "api.anthropic.com", pol)
+	resp := post(t, r.srv.URL+"/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":50,"messages":[{"role":"user","content":"hi"}]}`)
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || gem.Calls() != 1 || !strings.Contains(string(body), "Hello from gem.") {
+		t.Fatalf("status %d gem calls %d body %s; want the Gemini upstream to answer after the translated 400", resp.StatusCode, gem.Calls(), body)
+	}
+	if a := r.record(t).Attempts[0]; a.Outcome != chain.OutcomeFallback || !strings.Contains(a.Reason, "translated request refused") {
+		t.Errorf("attempt = %+v", a)
+	}
+}

@@ -101,7 +101,7 @@ func nullToNil(raw json.RawMessage) json.RawMessage {
 	return raw
 }
 
-func decodeStop(raw json.RawMessage) ([]string, error) {
+func decodeStop(raw []byte) ([]string, error) {
 	switch {
 	case len(raw) == 0 || string(raw) == "null":
 		return nil, nil
@@ -119,7 +119,7 @@ func decodeStop(raw json.RawMessage) ([]string, error) {
 	return list, nil
 }
 
-func decodeToolChoice(raw json.RawMessage) (*ir.ToolChoice, error) {
+func decodeToolChoice(raw []byte) (*ir.ToolChoice, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
@@ -256,29 +256,27 @@ func toolCallPart(id string, f functionIO) ir.Part {
 	}}
 }
 
-// emptyObject is the arguments of a call whose arguments are missing or
-// unparseable (translation.md §1 and §5.9: Anthropic rejects a non-object
-// input, and streams "" for parameterless tools).
-var emptyObject = json.RawMessage(`{}`)
-
 // argumentsObject parses a call's argument string into a compact JSON
-// object, or {} when it is not one.
+// object, or {} when it is not one: missing or unparseable arguments become
+// {} (translation.md §1 and §5.9: Anthropic rejects a non-object input, and
+// streams "" for parameterless tools). Each call gets its own slice, so no
+// consumer can change another's arguments.
 func argumentsObject(s string) json.RawMessage {
 	b := bytes.TrimSpace([]byte(s))
 	if len(b) == 0 || b[0] != '{' || !json.Valid(b) {
-		return emptyObject
+		return json.RawMessage(`{}`)
 	}
 	var buf bytes.Buffer
 	buf.Grow(len(b))
 	if json.Compact(&buf, b) != nil {
-		return emptyObject
+		return json.RawMessage(`{}`)
 	}
 	return buf.Bytes()
 }
 
 // decodeContent reads a message's content: a string, null, or an array of
 // parts. For an assistant, empty text is dropped (see below).
-func decodeContent(raw json.RawMessage, assistant bool) ([]ir.Part, error) {
+func decodeContent(raw []byte, assistant bool) ([]ir.Part, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
@@ -334,7 +332,7 @@ func decodeContent(raw json.RawMessage, assistant bool) ([]ir.Part, error) {
 	return parts, nil
 }
 
-func decodeImageURL(raw json.RawMessage) (*ir.Media, error) {
+func decodeImageURL(raw []byte) (*ir.Media, error) {
 	var img imageURLIO
 	switch {
 	case len(raw) == 0 || string(raw) == "null":
@@ -389,7 +387,7 @@ func decodeFile(f *fileIO) (*ir.Media, error) {
 
 // decodeToolContent reads a tool message's content: a string or text parts,
 // concatenated.
-func decodeToolContent(raw json.RawMessage) (string, error) {
+func decodeToolContent(raw []byte) (string, error) {
 	parts, err := decodeContent(raw, false)
 	if err != nil {
 		return "", err

@@ -2,6 +2,8 @@ package openai
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -231,7 +233,7 @@ func appendUserTurn(msgs []messageOut, m *ir.Message, note func(string)) ([]mess
 			if tr.IsError {
 				note("tool result error flag dropped: OpenAI has none")
 			}
-			msgs = append(msgs, messageOut{Role: "tool", Content: tr.Content, ToolCallID: tr.CallID})
+			msgs = append(msgs, messageOut{Role: "tool", Content: tr.Content, ToolCallID: upstreamToolID(tr.CallID)})
 			results++
 		case ir.PartThinking:
 			// Not something a user turn can carry to OpenAI.
@@ -356,7 +358,7 @@ func appendAssistantTurn(msgs []messageOut, m *ir.Message, note func(string)) ([
 			if tc == nil {
 				return nil, errors.New("tool call part without a call")
 			}
-			calls = append(calls, toolCallOut{ID: tc.ID, Type: "function", Function: functionIO{
+			calls = append(calls, toolCallOut{ID: upstreamToolID(tc.ID), Type: "function", Function: functionIO{
 				Name: tc.Name, Arguments: argumentsString(tc.Arguments),
 			}})
 		case ir.PartImage, ir.PartDocument:
@@ -374,6 +376,24 @@ func appendAssistantTurn(msgs []messageOut, m *ir.Message, note func(string)) ([
 		return msgs, nil
 	}
 	return append(msgs, out), nil
+}
+
+// maxToolIDLen is the longest tool call id OpenAI accepts in a request
+// ("Invalid 'messages[2].tool_calls[0].id': string too long. Expected a
+// string with maximum length 40", code string_above_max_length; vercel/ai
+// #5171, agno #5382). Ids made by other vendors or by detour for Gemini can
+// be longer.
+const maxToolIDLen = 40
+
+// upstreamToolID returns id, or a stable 37-character stand-in when id is
+// too long for OpenAI. The same id always maps to the same stand-in, so a
+// call and the result that answers it still match, without any state.
+func upstreamToolID(id string) string {
+	if len(id) <= maxToolIDLen {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	return "call_" + hex.EncodeToString(sum[:16])
 }
 
 // argumentsString renders IR arguments (a JSON object) as OpenAI's string

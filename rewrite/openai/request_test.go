@@ -264,3 +264,42 @@ func TestEncodeRequestUnsupported(t *testing.T) {
 		})
 	}
 }
+
+// TestEncodeRequestShortensLongToolIDs: OpenAI refuses tool call ids over
+// 40 characters; a longer id from another vendor is replaced by a stable
+// stand-in, the same in the call and in the result that answers it.
+func TestEncodeRequestShortensLongToolIDs(t *testing.T) {
+	long := "call_" + strings.Repeat("x", 60)
+	r := &ir.Request{Messages: []ir.Message{
+		{Role: ir.RoleAssistant, Parts: []ir.Part{
+			{Kind: ir.PartToolCall, ToolCall: &ir.ToolCall{ID: long, Name: "f"}},
+			{Kind: ir.PartToolCall, ToolCall: &ir.ToolCall{ID: "short_1", Name: "g"}},
+		}},
+		{Role: ir.RoleUser, Parts: []ir.Part{
+			{Kind: ir.PartToolResult, ToolResult: &ir.ToolResult{CallID: long, Content: "a"}},
+			{Kind: ir.PartToolResult, ToolResult: &ir.ToolResult{CallID: "short_1", Content: "b"}},
+		}},
+	}}
+	body, err := EncodeRequest(r, ir.EncodeOptions{Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		Messages []struct {
+			ToolCallID string `json:"tool_call_id"`
+			ToolCalls  []struct {
+				ID string `json:"id"`
+			} `json:"tool_calls"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(body, &out); err != nil {
+		t.Fatal(err)
+	}
+	call, result := out.Messages[0].ToolCalls[0].ID, out.Messages[1].ToolCallID
+	if len(call) > maxToolIDLen || call != result || call == long {
+		t.Errorf("long id sent as call %q, result %q", call, result)
+	}
+	if out.Messages[0].ToolCalls[1].ID != "short_1" || out.Messages[2].ToolCallID != "short_1" {
+		t.Errorf("a short id was changed: %s", body)
+	}
+}

@@ -32,7 +32,7 @@ func DecodeResponse(body []byte) (*ir.Response, error) {
 	if err := json.Unmarshal(body, &in); err != nil {
 		return nil, fmt.Errorf("openai: response: %w", err)
 	}
-	if e := nullToNil(in.Error); e != nil && len(in.Choices) == 0 {
+	if !isNull(in.Error) && len(in.Choices) == 0 {
 		msg := rewrite.ParseError(body).Message
 		if msg == "" {
 			msg = "error without a message"
@@ -54,14 +54,12 @@ func DecodeResponse(body []byte) (*ir.Response, error) {
 	if t := string(m.ReasoningContent) + string(m.Reasoning); t != "" {
 		r.Parts = append(r.Parts, ir.Part{Kind: ir.PartThinking, Text: t})
 	}
-	var content flexText
-	if len(m.Content) > 0 {
-		if err := content.UnmarshalJSON(m.Content); err != nil {
-			return nil, fmt.Errorf("openai: response: message %w", err)
-		}
+	content, err := parseFlexText(m.Content)
+	if err != nil {
+		return nil, fmt.Errorf("openai: response: message content: %w", err)
 	}
-	if content.s != "" {
-		r.Parts = append(r.Parts, ir.Part{Kind: ir.PartText, Text: content.s})
+	if content != "" {
+		r.Parts = append(r.Parts, ir.Part{Kind: ir.PartText, Text: content})
 	}
 	if m.Refusal != "" {
 		// The IR has no refusal: the app sees the model's words as text.

@@ -116,3 +116,13 @@ func TestEncodeResponseDefaults(t *testing.T) {
 		t.Errorf("logprobs %s refusal %s; want null", c.Choices[0].Logprobs, c.Choices[0].Message.Refusal)
 	}
 }
+
+func TestDecodeResponseContentParts(t *testing.T) {
+	r, err := DecodeResponse([]byte(`{"id":"x","choices":[{"index":0,"message":{"role":"assistant","content": [ {"type" : "text", "text" : "a\u00e9"} , null , { "type":"thinking","thinking":[{"type":"text","text":"no"}] }, {"type":"text","text":"b"} ] ,"reasoning":"r"},"finish_reason":"stop"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Parts) != 2 || r.Parts[0].Kind != ir.PartThinking || r.Parts[0].Text != "r" || r.Parts[1].Text != "aéb" {
+		t.Errorf("parts %+v", r.Parts)
+	}
+}

@@ -2,7 +2,6 @@ package openai
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 
 	"github.com/detour-proxy/detour/rewrite"
@@ -18,6 +17,7 @@ type StreamDecoder struct {
 	finished bool // StreamFinish was emitted
 	failed   bool // StreamError was emitted: the rest is ignored
 	id       string
+	chunk    parsedChunk // reused from event to event
 	// calls are the tool calls seen so far; the IR index of a call is its
 	// position here.
 	calls []streamCall
@@ -65,66 +65,68 @@ func (d *StreamDecoder) Decode(ev sse.Event) ([]ir.StreamEvent, error) {
 	if data[0] != '{' {
 		return nil, fmt.Errorf("openai: stream event is not a JSON object")
 	}
-	var c chunkIn
-	if err := json.Unmarshal(data, &c); err != nil {
+	if err := parseChunk(data, &d.chunk, !d.started); err != nil {
 		return nil, fmt.Errorf("openai: stream event: %w", err)
 	}
-	if e := nullToNil(c.Error); e != nil {
+	c := &d.chunk
+	if c.failed {
 		// OpenRouter also sends a choice with finish_reason "error"; the
 		// error wins (provider-errors.md §6).
 		d.failed = true
 		return []ir.StreamEvent{{Kind: ir.StreamError, Err: streamAppError(data)}}, nil
 	}
-	out := make([]ir.StreamEvent, 0, 2)
+	// Most chunks carry one event, many (role chunks, keep-alive deltas)
+	// none: a slice is made only when there is something to return.
+	var out []ir.StreamEvent
 	if !d.started {
 		d.started = true
-		d.id = c.ID
-		out = append(out, ir.StreamEvent{Kind: ir.StreamStart, ID: c.ID, Model: c.Model})
+		d.id = c.id
+		out = append(out, ir.StreamEvent{Kind: ir.StreamStart, ID: c.id, Model: c.model})
 	}
-	for i := range c.Choices {
-		ch := &c.Choices[i]
-		if ch.Index != 0 {
+	for i := range c.choices {
+		ch := &c.choices[i]
+		if ch.index != 0 {
 			continue // detour asks for one choice
 		}
-		out = d.decodeDelta(out, &ch.Delta)
-		if ch.FinishReason != "" && !d.finished {
+		out = d.decodeDelta(out, ch)
+		if ch.finish != "" && !d.finished {
 			d.finished = true
 			out = append(out, ir.StreamEvent{
 				Kind:   ir.StreamFinish,
-				Finish: decodeFinish(ch.FinishReason, len(d.calls) > 0),
+				Finish: decodeFinish(ch.finish, len(d.calls) > 0),
 			})
 		}
 	}
-	if c.Usage != nil {
-		out = append(out, ir.StreamEvent{Kind: ir.StreamUsage, Usage: decodeUsage(c.Usage)})
+	if c.hasUsage {
+		out = append(out, ir.StreamEvent{Kind: ir.StreamUsage, Usage: c.usage})
 	}
 	return out, nil
 }
 
 // decodeDelta appends the events of one choice's delta.
-func (d *StreamDecoder) decodeDelta(out []ir.StreamEvent, delta *deltaIn) []ir.StreamEvent {
-	if t := delta.ReasoningContent; t != "" {
-		out = append(out, ir.StreamEvent{Kind: ir.StreamThinking, Text: string(t)})
-	} else if t := delta.Reasoning; t != "" {
-		out = append(out, ir.StreamEvent{Kind: ir.StreamThinking, Text: string(t)})
+func (d *StreamDecoder) decodeDelta(out []ir.StreamEvent, ch *parsedChoice) []ir.StreamEvent {
+	if t := ch.reasoningContent; t != "" {
+		out = append(out, ir.StreamEvent{Kind: ir.StreamThinking, Text: t})
+	} else if t := ch.reasoning; t != "" {
+		out = append(out, ir.StreamEvent{Kind: ir.StreamThinking, Text: t})
 	}
-	if t := delta.Content.s; t != "" {
+	if t := ch.content; t != "" {
 		out = append(out, ir.StreamEvent{Kind: ir.StreamText, Text: t})
 	}
-	if t := delta.Refusal; t != "" {
+	if t := ch.refusal; t != "" {
 		out = append(out, ir.StreamEvent{Kind: ir.StreamText, Text: t})
 	}
-	for i := range delta.ToolCalls {
-		tc := &delta.ToolCalls[i]
+	for i := range ch.tools {
+		tc := &ch.tools[i]
 		up := -1
-		if tc.Index != nil {
-			up = *tc.Index
+		if tc.hasIndex {
+			up = tc.index
 		}
-		out = d.toolDelta(out, up, tc.ID, tc.Function)
+		out = d.toolDelta(out, up, tc.id, tc.function)
 	}
-	if fc := delta.FunctionCall; fc != nil && len(delta.ToolCalls) == 0 {
+	if ch.hasFunction && len(ch.tools) == 0 {
 		// The legacy functions API streams one call without an id.
-		out = d.toolDelta(out, 0, "", *fc)
+		out = d.toolDelta(out, 0, "", ch.function)
 	}
 	return out
 }
@@ -132,6 +134,9 @@ func (d *StreamDecoder) decodeDelta(out []ir.StreamEvent, delta *deltaIn) []ir.S
 // toolDelta appends the events of one tool-call delta: a StreamToolStart
 // when it opens a new call, and a StreamToolArgs for its fragment.
 func (d *StreamDecoder) toolDelta(out []ir.StreamEvent, up int, id string, f functionIO) []ir.StreamEvent {
+	if id == "" && f.Name == "" && f.Arguments == "" {
+		return out // an empty element ({} or null) says nothing
+	}
 	n := d.findCall(up, id)
 	if n < 0 {
 		n = len(d.calls)

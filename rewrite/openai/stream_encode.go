@@ -3,6 +3,8 @@ package openai
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/detour-proxy/detour/rewrite"
@@ -235,7 +237,13 @@ func (e *StreamEncoder) openCall(dst []byte, irIndex int, id, name string) ([]by
 	n := len(e.calls)
 	e.calls = append(e.calls, encodedCall{irIndex: irIndex})
 	if id == "" {
-		id = ir.GeneratedToolID(e.id, n)
+		// Short, because the app sends it back, and OpenAI refuses ids
+		// over 40 characters (see maxToolIDLen).
+		id = "call_" + strings.TrimPrefix(e.id, idPrefix)
+		if len(id) > maxToolIDLen-4 {
+			id = id[:maxToolIDLen-4]
+		}
+		id += "_" + strconv.Itoa(n)
 	}
 	dst = e.openChoice(dst)
 	dst = append(dst, `"tool_calls":[{"index":`...)

@@ -11,43 +11,6 @@ import (
 	"unicode/utf8"
 )
 
-// flexText is a content value that servers send as a string, as null, or
-// (Mistral, some gateways) as an array of parts whose text parts are
-// concatenated. Anything else is an error.
-type flexText struct {
-	s string
-}
-
-// UnmarshalJSON implements json.Unmarshaler.
-func (t *flexText) UnmarshalJSON(b []byte) error {
-	switch b[0] {
-	case '"':
-		s, err := unquote(b)
-		t.s = s
-		return err
-	case 'n':
-		t.s = ""
-		return nil
-	case '[':
-		var parts []struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		}
-		if err := json.Unmarshal(b, &parts); err != nil {
-			return err
-		}
-		var sb strings.Builder
-		for _, p := range parts {
-			if p.Type == "text" || p.Type == "" {
-				sb.WriteString(p.Text)
-			}
-		}
-		t.s = sb.String()
-		return nil
-	}
-	return errors.New("content: want a string, null or an array of parts")
-}
-
 // looseText is an optional extension field (reasoning text) that detour
 // reads when it is a string and ignores in any other form, so that an
 // unexpected variant from some server cannot fail a whole answer.
@@ -156,6 +119,9 @@ func parseDataURI(uri string) (mediaType, data string, ok bool, err error) {
 	// Parameters (;charset=…, ;name=…) are not part of the media type the
 	// other vendors take.
 	mediaType, _, _ = strings.Cut(meta, ";")
+	if payload == "" {
+		return "", "", true, errors.New("data URI without content")
+	}
 	if isBase64 {
 		return mediaType, payload, true, nil
 	}

@@ -10,19 +10,33 @@ import "encoding/json"
 // empty value. Field order is OpenAI's own, so output is stable for golden
 // files.
 
+// rawValue is a JSON value kept as it was sent, like json.RawMessage but
+// without the copy: it is a slice of the body being decoded, so it is read
+// before the decoding function returns and never kept. The bulk of a
+// request is its message content, which this spares a copy and an
+// allocation per message.
+type rawValue []byte
+
+// UnmarshalJSON implements json.Unmarshaler. encoding/json passes a slice
+// of the input it was given.
+func (r *rawValue) UnmarshalJSON(b []byte) error {
+	*r = b
+	return nil
+}
+
 // requestIn is the body of POST /v1/chat/completions as far as the IR
 // carries it; every other field is ignored.
 type requestIn struct {
 	Model               string           `json:"model"`
 	Messages            []messageIn      `json:"messages"`
 	Tools               []toolIn         `json:"tools"`
-	ToolChoice          json.RawMessage  `json:"tool_choice"`
+	ToolChoice          rawValue         `json:"tool_choice"`
 	ParallelToolCalls   *bool            `json:"parallel_tool_calls"`
 	MaxCompletionTokens *int             `json:"max_completion_tokens"`
 	MaxTokens           *int             `json:"max_tokens"`
 	Temperature         *float64         `json:"temperature"`
 	TopP                *float64         `json:"top_p"`
-	Stop                json.RawMessage  `json:"stop"`
+	Stop                rawValue         `json:"stop"`
 	N                   *int             `json:"n"`
 	Seed                *int64           `json:"seed"`
 	ResponseFormat      *formatIn        `json:"response_format"`
@@ -33,12 +47,12 @@ type requestIn struct {
 }
 
 type messageIn struct {
-	Role       string          `json:"role"`
-	Content    json.RawMessage `json:"content"` // string, parts, or null
-	Name       string          `json:"name"`
-	Refusal    string          `json:"refusal"`
-	ToolCalls  []toolCallIn    `json:"tool_calls"`
-	ToolCallID string          `json:"tool_call_id"`
+	Role       string       `json:"role"`
+	Content    rawValue     `json:"content"` // string, parts, or null
+	Name       string       `json:"name"`
+	Refusal    string       `json:"refusal"`
+	ToolCalls  []toolCallIn `json:"tool_calls"`
+	ToolCallID string       `json:"tool_call_id"`
 	// FunctionCall is the legacy functions API's single call.
 	FunctionCall *functionIO `json:"function_call"`
 	// ReasoningContent (DeepSeek, vLLM) and Reasoning (OpenRouter) are the
@@ -49,11 +63,11 @@ type messageIn struct {
 
 // partIn is one element of a content array.
 type partIn struct {
-	Type     string          `json:"type"`
-	Text     string          `json:"text"`
-	Refusal  string          `json:"refusal"`
-	ImageURL json.RawMessage `json:"image_url"` // {url, detail}; a bare string from some clients
-	File     *fileIO         `json:"file"`
+	Type     string   `json:"type"`
+	Text     string   `json:"text"`
+	Refusal  string   `json:"refusal"`
+	ImageURL rawValue `json:"image_url"` // {url, detail}; a bare string from some clients
+	File     *fileIO  `json:"file"`
 }
 
 type imageURLIO struct {
@@ -184,12 +198,12 @@ type jsonSchemaOut struct {
 
 // completionIn is a chat.completion from an upstream.
 type completionIn struct {
-	ID      string          `json:"id"`
-	Created int64           `json:"created"`
-	Model   string          `json:"model"`
-	Choices []choiceIn      `json:"choices"`
-	Usage   *usageIO        `json:"usage"`
-	Error   json.RawMessage `json:"error"` // OpenRouter answers some failures with a 200
+	ID      string     `json:"id"`
+	Created int64      `json:"created"`
+	Model   string     `json:"model"`
+	Choices []choiceIn `json:"choices"`
+	Usage   *usageIO   `json:"usage"`
+	Error   rawValue   `json:"error"` // OpenRouter answers some failures with a 200
 }
 
 type choiceIn struct {
@@ -239,36 +253,4 @@ type responseMessage struct {
 	// vLLM use; openai-go keeps it in the message's extra fields.
 	ReasoningContent string        `json:"reasoning_content,omitempty"`
 	ToolCalls        []toolCallOut `json:"tool_calls,omitempty"`
-}
-
-// chunkIn is one chat.completion.chunk from an upstream stream.
-type chunkIn struct {
-	ID      string          `json:"id"`
-	Model   string          `json:"model"`
-	Choices []chunkChoiceIn `json:"choices"`
-	Usage   *usageIO        `json:"usage"`
-	Error   json.RawMessage `json:"error"`
-}
-
-type chunkChoiceIn struct {
-	Index        int     `json:"index"`
-	Delta        deltaIn `json:"delta"`
-	FinishReason string  `json:"finish_reason"`
-}
-
-type deltaIn struct {
-	Content          flexText          `json:"content"`
-	ReasoningContent looseText         `json:"reasoning_content"` // DeepSeek, vLLM
-	Reasoning        looseText         `json:"reasoning"`         // OpenRouter, newer vLLM
-	Refusal          string            `json:"refusal"`
-	ToolCalls        []toolCallDeltaIn `json:"tool_calls"`
-	FunctionCall     *functionIO       `json:"function_call"` // legacy functions API
-}
-
-type toolCallDeltaIn struct {
-	// Index is nil when a server omits it (translation.md §6: openai-go
-	// would then read 0 and collide parallel calls).
-	Index    *int       `json:"index"`
-	ID       string     `json:"id"`
-	Function functionIO `json:"function"`
 }
