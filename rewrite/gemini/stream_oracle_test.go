@@ -100,7 +100,10 @@ func FuzzStreamChunkOracle(f *testing.F) {
 			errFast := fast.chunk(data)
 			errRef := ref.chunkOracle(data)
 			if errFast != nil {
-				if errRef == nil {
+				// A bare JSON null is no chunk at all: encoding/json
+				// decodes it into a struct as a no-op, the scanner says it
+				// is not an object. Both are fine.
+				if errRef == nil && string(bytes.TrimSpace(data)) != "null" {
 					t.Fatalf("round %d: scanner refused what encoding/json took: %v", round, errFast)
 				}
 				return
