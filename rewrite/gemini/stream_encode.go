@@ -65,6 +65,11 @@ func (e *StreamEncoder) Encode(dst []byte, ev ir.StreamEvent) []byte {
 	if e.closed {
 		return dst
 	}
+	if e.finalSent && ev.Kind != ir.StreamError {
+		// The finishReason chunk is the stream's last for go-genai; an
+		// upstream that sends content after its finish is not followed.
+		return dst
+	}
 	switch ev.Kind {
 	case ir.StreamStart:
 		if e.id == "" {
