@@ -62,7 +62,8 @@ func EncodeRequest(r *ir.Request, o ir.EncodeOptions) ([]byte, error) {
 	out.Messages = msgs
 
 	budget := e.thinkingBudget(r)
-	out.Tools, out.ToolChoice, budget = e.tools(r, msgs, budget)
+	// Decided before the tools: whether thinking stays on changes how JSON
+	// mode and a forced tool_choice can be expressed.
 	if budget > 0 && lastToolTurnLacksThinking(msgs) {
 		// With thinking on, the assistant turn of an ongoing tool loop must
 		// start with its signed thinking block; another vendor's history
@@ -70,6 +71,7 @@ func EncodeRequest(r *ir.Request, o ir.EncodeOptions) ([]byte, error) {
 		e.note("thinking disabled: the last assistant tool-use turn has no thinking block to replay")
 		budget = 0
 	}
+	out.Tools, out.ToolChoice, budget = e.tools(r, msgs, budget)
 
 	out.Temperature, out.TopP, out.TopK = r.Temperature, r.TopP, r.TopK
 	if budget > 0 {
