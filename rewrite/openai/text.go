@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/detour-proxy/detour/rewrite"
 )
 
 // looseText is an optional extension field (reasoning text) that detour
@@ -39,59 +41,8 @@ func unquote(b []byte) (string, error) {
 	return s, err
 }
 
-// appendString appends s to dst as a JSON string. It escapes what
-// encoding/json escapes except <, > and & (these bodies go to SDKs, not
-// browsers): quotes, backslashes, control characters, U+2028 and U+2029 (so
-// a fragment can never break an SSE line or a JavaScript reader), and
-// replaces invalid UTF-8 with U+FFFD, so the output is always valid JSON.
-func appendString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
+// appendString appends s to dst as a JSON string (rewrite.AppendJSONString).
+func appendString(dst []byte, s string) []byte { return rewrite.AppendJSONString(dst, s) }
 
 // appendInt appends n in decimal.
 func appendInt(dst []byte, n int64) []byte { return strconv.AppendInt(dst, n, 10) }
