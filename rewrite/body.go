@@ -125,7 +125,7 @@ func SetModel(body []byte, model string) ([]byte, error) {
 		out := make([]byte, 0, size)
 		out = append(out, body[:brace+1]...)
 		out = append(out, `"model":`...)
-		out = appendJSONString(out, model)
+		out = AppendJSONString(out, model)
 		if it.count > 0 {
 			out = append(out, ',')
 		}
@@ -135,7 +135,7 @@ func SetModel(body []byte, model string) ([]byte, error) {
 	prev := 0
 	for _, s := range spans {
 		out = append(out, body[prev:s[0]]...)
-		out = appendJSONString(out, model)
+		out = AppendJSONString(out, model)
 		prev = s[1]
 	}
 	return append(out, body[prev:]...), nil
@@ -581,52 +581,7 @@ func jsonInt(v []byte) int64 {
 	return int64(n)
 }
 
-// appendJSONString appends s as a JSON string. Like encoding/json it turns
-// invalid UTF-8 into U+FFFD; unlike it, it leaves <, > and & alone, since
-// the result goes to an API, not into HTML.
-func appendJSONString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			i++
-			continue
-		}
-		if c >= utf8.RuneSelf {
-			r, size := utf8.DecodeRuneInString(s[i:])
-			if r != utf8.RuneError || size != 1 {
-				i += size
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		dst = append(dst, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			dst = append(dst, '\\', c)
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		default:
-			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-		}
-		i++
-		start = i
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
-
-// jsonStringLen is len(appendJSONString(nil, s)) without building it.
+// jsonStringLen is len(AppendJSONString(nil, s)) without building it.
 func jsonStringLen(s string) int {
 	n := 2
 	for i := 0; i < len(s); {
@@ -634,9 +589,12 @@ func jsonStringLen(s string) int {
 		switch {
 		case c >= utf8.RuneSelf:
 			r, size := utf8.DecodeRuneInString(s[i:])
-			if r == utf8.RuneError && size == 1 {
+			switch {
+			case r == utf8.RuneError && size == 1:
 				n += len(`\ufffd`)
-			} else {
+			case r == '\u2028' || r == '\u2029':
+				n += len(`\u2028`)
+			default:
 				n += size
 			}
 			i += size

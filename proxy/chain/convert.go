@@ -77,7 +77,9 @@ func translatable(app rewrite.Shape, rel string) bool {
 	return false
 }
 
-// event returns the app's bytes for one upstream event.
+// event returns the app's bytes for one upstream event. The bytes are
+// valid until the next call: callers write or copy them at once, so the
+// per-event path allocates no output buffer.
 func (c *conversion) event(ev sse.Event) []byte {
 	if c == nil {
 		return ev.Raw
@@ -90,7 +92,7 @@ func (c *conversion) event(ev sse.Event) []byte {
 		return nil
 	}
 	c.buf = out[:0]
-	return bytes.Clone(out)
+	return out
 }
 
 // closing returns the app stream's closing events (nothing on the fast
