@@ -77,8 +77,12 @@ type Runner struct {
 	Passthrough http.RoundTripper
 	// Log receives the canonical log line of every request.
 	Log zerolog.Logger
-	// Now is the clock for cooldowns; default time.Now.
+	// Now is the clock for cooldowns, breakers and limits; default
+	// time.Now.
 	Now func() time.Time
+	// Sleep waits d or until ctx ends (retry backoff); default a real
+	// timer. The simulation swaps both for a virtual clock.
+	Sleep func(ctx context.Context, d time.Duration) error
 	// MaxBodyBytes bounds request bodies; default DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	// OnRecord, when set, is called with every finished record (metrics,
@@ -91,6 +95,20 @@ func (r *Runner) now() time.Time {
 		return r.Now()
 	}
 	return time.Now()
+}
+
+func (r *Runner) sleep(ctx context.Context, d time.Duration) error {
+	if r.Sleep != nil {
+		return r.Sleep(ctx, d)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Serve answers one app request addressed to t.

@@ -24,6 +24,10 @@ type Transports struct {
 	// Dial, if set, wraps every upstream dial (after the connect timeout
 	// is applied).
 	Dial DialFunc
+	// Override, when set, carries every upstream request instead of the
+	// per-upstream transports: the simulation and benchmarks reach fake
+	// vendors in memory through it.
+	Override http.RoundTripper
 
 	mu sync.Mutex
 	m  map[transportKey]*http.Transport
@@ -35,8 +39,11 @@ type transportKey struct {
 	connect time.Duration
 }
 
-// For returns the transport for an upstream.
-func (t *Transports) For(u *policy.Upstream) *http.Transport {
+// For returns the round tripper for an upstream.
+func (t *Transports) For(u *policy.Upstream) http.RoundTripper {
+	if t.Override != nil {
+		return t.Override
+	}
 	k := transportKey{caHash: u.CAHash, connect: u.Timeouts.Connect}
 	t.mu.Lock()
 	defer t.mu.Unlock()
