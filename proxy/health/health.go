@@ -1,7 +1,7 @@
 // Package health keeps the state that decides whether an upstream should be
-// tried at all: cooldowns now, breakers, limiters and budgets later; and the
-// recent traffic an operator reads in /status (in flight, success rate,
-// latency percentiles). State is
+// tried at all — cooldowns, circuit breakers (breaker.go), client-side
+// limits (limits.go); budgets later — and the recent traffic an operator
+// reads in /status (in flight, success rate, latency percentiles). State is
 // keyed by upstream name and lives outside the policy, so it survives a
 // policy reload (an upstream that ran out of quota stays cooling down when an
 // unrelated route changes).
@@ -23,6 +23,11 @@ type Registry struct {
 	// because the set of names is small and almost never grows, so every
 	// request's lookup is a lock-free read.
 	counters sync.Map
+	// breakers holds each upstream's *breaker (breaker.go) and limiters its
+	// *limiter (limits.go), looked up like counters: lock-free once created,
+	// with a mutex per upstream so that upstreams never contend.
+	breakers sync.Map
+	limiters sync.Map
 }
 
 // Cooldown is an upstream kept out of chains until a time.
