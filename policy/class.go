@@ -25,6 +25,14 @@ const (
 	ClassBadResponse    Class = "bad_response"
 )
 
+// ClassLocalLimit is an attempt that was never sent, because detour's own
+// limit for the upstream (upstreams.NAME.limits: rpm or concurrency) was
+// reached; the chain skips to the next upstream. It is detour's decision,
+// not the upstream's answer, so it is kept out of Classes: errors.rules
+// cannot assign it and errors.classes cannot change its action, and it
+// never counts against the upstream's breaker.
+const ClassLocalLimit Class = "local_limit"
+
 // Classes lists every failure class in documentation order.
 var Classes = []Class{
 	ClassRateLimited, ClassQuotaExhausted, ClassOverloaded, ClassServerError,
@@ -32,7 +40,8 @@ var Classes = []Class{
 	ClassAuth, ClassContentFilter, ClassBadResponse,
 }
 
-// Valid reports whether c is a known failure class (ClassNone is not).
+// Valid reports whether c is a failure class a policy may name: one of
+// Classes (ClassNone and ClassLocalLimit are not).
 func (c Class) Valid() bool {
 	for _, k := range Classes {
 		if k == c {

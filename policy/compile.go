@@ -31,7 +31,39 @@ const (
 	DefaultQuotaCooldown    = 10 * time.Minute
 	DefaultMaxCooldown      = 24 * time.Hour
 	DefaultNeverSkipLast    = true
+
+	DefaultRetryBase           = 250 * time.Millisecond
+	DefaultRetryMax            = 4 * time.Second
+	DefaultHonorRetryAfterUpTo = 10 * time.Second
+	// DefaultRateLimitedRetries is rate_limited's retries: a per-minute
+	// limit often clears within the vendor's retry-after, and the same
+	// upstream (same model, maybe a warm cache) is worth one more try.
+	DefaultRateLimitedRetries = 1
+	// MaxRetries bounds errors.classes.CLASS.retries: more retries on one
+	// upstream spend the deadline the rest of the chain needs.
+	MaxRetries = 10
+
+	DefaultBreakerConsecutiveFailures = 5
+	DefaultBreakerFailureRate         = 0.5
+	DefaultBreakerWindow              = 20
+	// MaxBreakerWindow bounds breaker.window, which is kept per upstream.
+	MaxBreakerWindow                  = 1000
+	DefaultBreakerMinRequests         = 10
+	DefaultBreakerConsecutiveTimeouts = 10
+	DefaultBreakerTimeoutRate         = 0.8
+	DefaultBreakerOpenFor             = 60 * time.Second
+	DefaultBreakerHalfOpenProbes      = 3
+
+	DefaultCacheEntries             = 10000
+	DefaultCacheTTL                 = 24 * time.Hour
+	DefaultCacheServeStaleOnFailure = true
 )
+
+// ShapeStatic is the shape of a static upstream: it sends nothing anywhere
+// and answers with its fixed text in whatever shape the app speaks. It is
+// not a rewrite.Shape a route or a translator knows; it is named here so
+// that logs and /status show "static" as the upstream's shape.
+const ShapeStatic = rewrite.Shape("static")
 
 // Then is the action after a failed attempt.
 type Then string
@@ -52,6 +84,9 @@ type Action struct {
 	Cooldown time.Duration
 	// MaxCooldown caps a cooldown derived from the vendor's reset time.
 	MaxCooldown time.Duration
+	// Retries is how many times the same upstream is retried (with the
+	// policy's RetryPolicy wait) before Then applies.
+	Retries int
 }
 
 // defaultActions is the built-in action per class (DESIGN.md §4).
@@ -66,6 +101,9 @@ func defaultActions() map[Class]Action {
 	q := m[ClassQuotaExhausted]
 	q.Cooldown = DefaultQuotaCooldown
 	m[ClassQuotaExhausted] = q
+	rl := m[ClassRateLimited]
+	rl.Retries = DefaultRateLimitedRetries
+	m[ClassRateLimited] = rl
 	return m
 }
 
@@ -100,10 +138,21 @@ type ModelMap struct {
 	Model   string
 }
 
+// Limits are detour's own limits on one upstream; zero fields are no limit.
+type Limits struct {
+	// RPM is a token bucket's refill rate per minute; Burst its size
+	// (always at least 1 when RPM is set).
+	RPM, Burst int
+	// Concurrency is the most requests in flight at once.
+	Concurrency int
+}
+
 // Upstream is a compiled upstream. Immutable.
 type Upstream struct {
-	Name    string
-	Shape   rewrite.Shape
+	Name string
+	// Shape is the upstream's wire format, or ShapeStatic.
+	Shape rewrite.Shape
+	// BaseURL is nil for a static upstream.
 	BaseURL *url.URL
 	Auth    AuthMode
 	// Key is the credential for AuthKey.
@@ -120,6 +169,13 @@ type Upstream struct {
 	// MaxTokens is the default max_tokens for translated requests that need
 	// one (0: the translator's default).
 	MaxTokens int
+	// Limits over which the upstream is skipped (class local_limit).
+	Limits Limits
+	// Static is true for shape static: the upstream is never called and
+	// answers with Text in the app's shape. It has no BaseURL, auth, models
+	// or limits; its Timeouts are the policy-wide ones.
+	Static bool
+	Text   string
 }
 
 // MapModel returns the model to send for a requested model; ok is false when
@@ -143,7 +199,22 @@ type Route struct {
 	Host  string
 	Path  string // path.Match pattern; "" matches any path
 	Shape rewrite.Shape
+	// Chain is the route's chain; for a route with tiers, the undecided
+	// tier's chain.
 	Chain []*Upstream
+	// Tiers are the chains per request tier; nil when the route has a
+	// plain chain.
+	Tiers map[string][]*Upstream
+}
+
+// ChainFor returns the chain for a request of the given tier: the tier's
+// own chain, or Chain when the route has no tiers, the tier is "" or the
+// route has no chain for it.
+func (r *Route) ChainFor(tier string) []*Upstream {
+	if ch, ok := r.Tiers[tier]; ok {
+		return ch
+	}
+	return r.Chain
 }
 
 // Matches reports whether the route takes a request for host and urlPath.
@@ -196,8 +267,65 @@ type Compiled struct {
 	Deadline      time.Duration
 	LogPrompts    bool
 	LogLevel      string
+	// Retry is the wait between retries; always filled (defaults when the
+	// section is absent).
+	Retry RetryPolicy
+	// Breaker is the circuit breaker's configuration; always filled.
+	Breaker BreakerPolicy
+	// HedgeAfter starts the next upstream in parallel when an attempt has
+	// no response headers after this long; zero: no hedging.
+	HedgeAfter time.Duration
+	// Classifier sorts requests into tiers; never nil (defaults when the
+	// section is absent).
+	Classifier *Classifier
+	// Cache is the response cache's configuration.
+	Cache CachePolicy
 
 	hosts map[string]bool
+}
+
+// RetryPolicy is the wait before retrying the same upstream: backoff with
+// jitter from Base doubling up to Max, unless the vendor names its own wait,
+// which is honoured up to HonorRetryAfterUpTo (longer: fall over at once).
+type RetryPolicy struct {
+	Base, Max, HonorRetryAfterUpTo time.Duration
+}
+
+// BreakerPolicy configures the per-upstream circuit breaker (BreakerFile
+// says which classes count). Every field is filled, even when Enabled is
+// false.
+type BreakerPolicy struct {
+	Enabled bool
+	// ConsecutiveFailures hard failures in a row, or a hard-failure share of
+	// FailureRate among the last Window counted attempts (judged once the
+	// window holds MinRequests), open the breaker.
+	ConsecutiveFailures int
+	FailureRate         float64
+	Window              int
+	MinRequests         int
+	// ConsecutiveTimeouts and TimeoutRate are the same for timeouts,
+	// counted apart from hard failures.
+	ConsecutiveTimeouts int
+	TimeoutRate         float64
+	// OpenFor is how long an open breaker keeps the upstream out; then
+	// HalfOpenProbes requests are let through to test it.
+	OpenFor        time.Duration
+	HalfOpenProbes int
+}
+
+// CachePolicy configures the response cache. Every field is filled, even
+// when Enabled is false.
+type CachePolicy struct {
+	// Enabled is true when the policy has a cache section.
+	Enabled bool
+	Entries int
+	TTL     time.Duration
+	// ServeStaleOnFailure serves a stored answer when every upstream
+	// failed; false stores answers but never serves them.
+	ServeStaleOnFailure bool
+	// AllowTemperature stores and serves requests whose temperature is
+	// above 0 (or unset, which every vendor takes as 1).
+	AllowTemperature bool
 }
 
 // Route returns the first route matching host and urlPath, or nil.
@@ -347,6 +475,44 @@ type compiler struct {
 	// fp hashes the file and the secrets and certificates it references,
 	// in the order compile reads them (deterministic: upstreams by name).
 	fp hash.Hash
+	// undecidedOK is false when classifier.undecided is invalid, so that
+	// routes do not pile a second error on the same mistake.
+	undecidedOK bool
+}
+
+// present reports whether the file has a value at a field path, however
+// empty: a field that must be absent is refused even as "" or {}.
+func (k *compiler) present(path string) bool {
+	_, ok := k.src.pos[path]
+	return ok
+}
+
+// count compiles a positive count where 0 (or absence) means def. max 0 is
+// no upper bound.
+func (k *compiler) count(path string, v, def, max int) int {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		k.errorf(path, "must be at least 1 (0 or absent: the default, %d); got %d", def, v)
+		return def
+	case max > 0 && v > max:
+		k.errorf(path, "must be at most %d; got %d", max, v)
+		return def
+	}
+	return v
+}
+
+// fraction compiles a share in (0, 1] where 0 (or absence) means def.
+func (k *compiler) fraction(path string, v, def float64) float64 {
+	switch {
+	case v == 0:
+		return def
+	case v < 0 || v > 1:
+		k.errorf(path, "must be a fraction above 0 and at most 1, e.g. %g; got %g", def, v)
+		return def
+	}
+	return v
 }
 
 // readRef reads a file the policy references, and folds it into the
@@ -401,6 +567,18 @@ func (k *compiler) top(f *File) {
 		c.NeverSkipLast = *f.NeverSkipLast
 	}
 	c.Deadline = k.duration("deadline", f.Deadline, DefaultDeadline)
+	k.retry(f.Retry)
+	k.breaker(f.Breaker)
+	if d, err := f.HedgeAfter.Parse(); err != nil {
+		k.errorf("hedge_after", "%v", err)
+	} else if d > 0 && d >= c.Deadline {
+		k.errorf("hedge_after", "%s is not shorter than deadline (%s): no hedge would ever start", d, c.Deadline)
+	} else {
+		c.HedgeAfter = d
+	}
+	k.cache(f.Cache)
+	// Before the routes: their tiers are checked against the undecided tier.
+	k.classifier(f.Classifier)
 	if f.Log != nil {
 		c.LogPrompts = f.Log.Prompts
 		switch f.Log.Level {
@@ -474,11 +652,19 @@ func (k *compiler) upstream(name string, uf UpstreamFile, base Timeouts) *Upstre
 		k.errorf(p, "upstream names use letters, digits, '_', '.', '-' (at most 64), starting with a letter or digit")
 		ok = false
 	}
+	if uf.Shape == string(ShapeStatic) {
+		return k.static(p, name, uf, base, ok)
+	}
 	u := &Upstream{Name: name, Shape: rewrite.Shape(uf.Shape), Headers: http.Header{}}
 	if !u.Shape.Valid() {
-		k.errorf(p+".shape", "must be one of openai, anthropic, gemini; got %q", uf.Shape)
+		k.errorf(p+".shape", "must be one of openai, anthropic, gemini; got %q (or static, for an upstream that answers with fixed text)", uf.Shape)
 		ok = false
 	}
+	if k.present(p + ".text") {
+		k.errorf(p+".text", "only a static upstream has a fixed answer; this one's shape is %q", uf.Shape)
+		ok = false
+	}
+	u.Limits = k.limits(p+".limits", uf.Limits)
 	if uf.BaseURL == "" {
 		k.errorf(p+".base_url", "required, e.g. %q", exampleBaseURL(u.Shape))
 		ok = false
@@ -550,6 +736,56 @@ func (k *compiler) upstream(name string, uf UpstreamFile, base Timeouts) *Upstre
 		return nil
 	}
 	return u
+}
+
+// staticFields are the upstream fields about reaching a vendor, all refused
+// on a static upstream: it sends nothing, and a base_url or key left on it
+// would suggest that requests go somewhere.
+var staticFields = []string{"base_url", "auth", "models", "timeouts", "ca_file", "headers", "max_tokens", "limits"}
+
+func (k *compiler) static(p, name string, uf UpstreamFile, base Timeouts, ok bool) *Upstream {
+	for _, f := range staticFields {
+		if k.present(p + "." + f) {
+			k.errorf(p+"."+f, "a static upstream sends no request, so it takes no %s", f)
+			ok = false
+		}
+	}
+	if strings.TrimSpace(uf.Text) == "" {
+		k.errorf(p+".text", "required for a static upstream: its answer, e.g. %q", "The assistant is busy. Please try again in a minute.")
+		ok = false
+	}
+	if !ok {
+		return nil
+	}
+	return &Upstream{Name: name, Shape: ShapeStatic, Static: true, Text: uf.Text, Timeouts: base, Headers: http.Header{}}
+}
+
+func (k *compiler) limits(p string, lf *LimitsFile) Limits {
+	var l Limits
+	if lf == nil {
+		return l
+	}
+	if lf.RPM < 0 {
+		k.errorf(p+".rpm", "must not be negative (0 or absent: no rate limit); got %d", lf.RPM)
+	} else {
+		l.RPM = lf.RPM
+	}
+	switch {
+	case lf.Burst < 0:
+		k.errorf(p+".burst", "must be at least 1 (0 or absent: one second's worth of rpm); got %d", lf.Burst)
+	case lf.Burst > 0 && lf.RPM == 0:
+		k.errorf(p+".burst", "has no effect without rpm, the bucket's refill rate")
+	case lf.Burst > 0:
+		l.Burst = lf.Burst
+	case l.RPM > 0:
+		l.Burst = max(1, l.RPM/60)
+	}
+	if lf.Concurrency < 0 {
+		k.errorf(p+".concurrency", "must not be negative (0 or absent: no limit); got %d", lf.Concurrency)
+	} else {
+		l.Concurrency = lf.Concurrency
+	}
+	return l
 }
 
 func (k *compiler) auth(p string, a *AuthFile, u *Upstream) {
@@ -635,42 +871,23 @@ func (k *compiler) route(i int, rf RouteFile, names map[string]int, ups map[stri
 		k.errorf(p+".shape", "required for host %q (not a vendor's own API host): the shape the app speaks", r.Host)
 		ok = false
 	}
-	if len(rf.Chain) == 0 {
-		k.errorf(p+".chain", "at least one upstream is required")
+	// "chain": [] counts as set, so that it is reported as an empty chain
+	// rather than as a missing one.
+	hasChain := len(rf.Chain) > 0 || k.present(p+".chain")
+	hasTiers := len(rf.Tiers) > 0 || k.present(p+".tiers")
+	switch {
+	case hasChain && hasTiers:
+		k.errorf(p+".tiers", "a route has chain or tiers, not both")
 		ok = false
-	}
-	seen := map[string]bool{}
-	for j, name := range rf.Chain {
-		cp := fmt.Sprintf("%s.chain[%d]", p, j)
-		uf, exists := ups[name]
-		switch {
-		case !exists:
-			k.errorf(cp, "no upstream named %q (defined: %s)", name, strings.Join(sortedKeys(ups), ", "))
-			ok = false
-			continue
-		case seen[name]:
-			k.errorf(cp, "upstream %q appears twice in the chain", name)
-			ok = false
-			continue
-		}
-		seen[name] = true
-		if r.Shape.Valid() && rewrite.Shape(uf.Shape).Valid() && rewrite.Shape(uf.Shape) != r.Shape {
-			// A chain that crosses shapes translates the request. Two
-			// setups could never work, so they are refused up front: the
-			// app's model name sent to another vendor, and the app's key
-			// (which must never reach another vendor).
-			if len(uf.Models) == 0 {
-				k.errorf(cp, "upstream %q speaks %s but this route's app speaks %s: give it a models mapping (e.g. {\"*\": \"<%s model>\"}) so it is not sent the app's model name", name, uf.Shape, r.Shape, uf.Shape)
-				ok = false
-			}
-			if uf.Auth != nil && uf.Auth.From == "client" {
-				k.errorf(cp, "upstream %q uses the app's own key (auth from client) but this route's app speaks %s, not %s: the app's key never goes to another vendor; give the upstream its own key (env or file)", name, r.Shape, uf.Shape)
-				ok = false
-			}
-		}
-		if u := k.c.Upstreams[name]; u != nil {
-			r.Chain = append(r.Chain, u)
-		}
+	case hasTiers:
+		ok = k.tiers(p+".tiers", rf.Tiers, r, ups) && ok
+	case hasChain:
+		var good bool
+		r.Chain, good = k.chain(p+".chain", rf.Chain, r.Shape, ups)
+		ok = good && ok
+	default:
+		k.errorf(p+".chain", "at least one upstream is required (or tiers: one chain per request tier)")
+		ok = false
 	}
 	for j, prev := range k.c.Routes {
 		if prev.Host == r.Host && prev.Path == r.Path {
@@ -684,6 +901,174 @@ func (k *compiler) route(i int, rf RouteFile, names map[string]int, ups map[stri
 	}
 }
 
+// chain compiles one chain of upstream names (a route's chain or one of its
+// tiers) for an app of shape app; p is the chain's field path.
+func (k *compiler) chain(p string, names []string, app rewrite.Shape, ups map[string]UpstreamFile) ([]*Upstream, bool) {
+	if len(names) == 0 {
+		k.errorf(p, "at least one upstream is required")
+		return nil, false
+	}
+	ok := true
+	var out []*Upstream
+	seen := map[string]bool{}
+	static := ""
+	for j, name := range names {
+		cp := fmt.Sprintf("%s[%d]", p, j)
+		uf, exists := ups[name]
+		switch {
+		case !exists:
+			k.errorf(cp, "no upstream named %q (defined: %s)", name, strings.Join(sortedKeys(ups), ", "))
+			ok = false
+			continue
+		case seen[name]:
+			k.errorf(cp, "upstream %q appears twice in the chain", name)
+			ok = false
+			continue
+		}
+		seen[name] = true
+		if static != "" {
+			k.errorf(cp, "upstream %q comes after the static upstream %q, which always answers: it would never be tried", name, static)
+			ok = false
+		}
+		switch {
+		case uf.Shape == string(ShapeStatic):
+			// A static upstream answers in whatever shape the app speaks
+			// and needs neither a model nor a key: nothing to check.
+			static = name
+		case app.Valid() && rewrite.Shape(uf.Shape).Valid() && rewrite.Shape(uf.Shape) != app:
+			// A chain that crosses shapes translates the request. Two
+			// setups could never work, so they are refused up front: the
+			// app's model name sent to another vendor, and the app's key
+			// (which must never reach another vendor).
+			if len(uf.Models) == 0 {
+				k.errorf(cp, "upstream %q speaks %s but this route's app speaks %s: give it a models mapping (e.g. {\"*\": \"<%s model>\"}) so it is not sent the app's model name", name, uf.Shape, app, uf.Shape)
+				ok = false
+			}
+			if uf.Auth != nil && uf.Auth.From == "client" {
+				k.errorf(cp, "upstream %q uses the app's own key (auth from client) but this route's app speaks %s, not %s: the app's key never goes to another vendor; give the upstream its own key (env or file)", name, app, uf.Shape)
+				ok = false
+			}
+		}
+		if u := k.c.Upstreams[name]; u != nil {
+			out = append(out, u)
+		}
+	}
+	return out, ok
+}
+
+// tiers compiles a route's tiers into r.Tiers, and r.Chain as the
+// undecided tier's chain; p is the field path of the tiers object.
+func (k *compiler) tiers(p string, tf map[string][]string, r *Route, ups map[string]UpstreamFile) bool {
+	if len(tf) == 0 {
+		k.errorf(p, "at least one tier is required, e.g. {%q: [...], %q: [...]}", TierHard, TierEasy)
+		return false
+	}
+	ok := true
+	und := k.c.Classifier.Undecided
+	r.Tiers = make(map[string][]*Upstream, len(tf))
+	for _, name := range sortedKeys(tf) {
+		np := p + "." + name
+		// A tier the classifier never picks ("premium") is allowed: the
+		// request path may choose tiers by other means than the prompt.
+		if !tierName.MatchString(name) {
+			k.errorf(np, "tier names use lowercase letters, digits, '_' and '-'")
+			ok = false
+		}
+		ch, good := k.chain(np, tf[name], r.Shape, ups)
+		ok = good && ok
+		r.Tiers[name] = ch
+	}
+	if _, has := tf[und]; !has && k.undecidedOK {
+		k.errorf(p, "no %q tier: classifier.undecided is %q, and that tier's chain serves every request the classifier cannot decide and every tier this route lacks", und, und)
+		ok = false
+	}
+	r.Chain = r.Tiers[und]
+	return ok
+}
+
+func (k *compiler) retry(rf *RetryFile) {
+	r := RetryPolicy{Base: DefaultRetryBase, Max: DefaultRetryMax, HonorRetryAfterUpTo: DefaultHonorRetryAfterUpTo}
+	defer func() { k.c.Retry = r }()
+	if rf == nil {
+		return
+	}
+	errs := len(k.src.errs)
+	r.Base = k.duration("retry.base", rf.Base, DefaultRetryBase)
+	r.Max = k.duration("retry.max", rf.Max, DefaultRetryMax)
+	if len(k.src.errs) == errs && r.Max < r.Base {
+		// Blame the field the user wrote: a long base against the
+		// default max is a problem with base.
+		if max, _ := rf.Max.Parse(); max > 0 {
+			k.errorf("retry.max", "must not be shorter than retry.base (%s); got %s", r.Base, r.Max)
+		} else {
+			k.errorf("retry.base", "must not be longer than retry.max (%s, the default); got %s", r.Max, r.Base)
+		}
+	}
+	if rf.HonorRetryAfterUpTo != "" {
+		// An explicit "0s" is kept: never sit out a vendor-named wait.
+		if d, err := rf.HonorRetryAfterUpTo.Parse(); err != nil {
+			k.errorf("retry.honor_retry_after_up_to", "%v", err)
+		} else {
+			r.HonorRetryAfterUpTo = d
+		}
+	}
+}
+
+func (k *compiler) breaker(bf *BreakerFile) {
+	b := BreakerPolicy{
+		Enabled:             true,
+		ConsecutiveFailures: DefaultBreakerConsecutiveFailures,
+		FailureRate:         DefaultBreakerFailureRate,
+		Window:              DefaultBreakerWindow,
+		MinRequests:         DefaultBreakerMinRequests,
+		ConsecutiveTimeouts: DefaultBreakerConsecutiveTimeouts,
+		TimeoutRate:         DefaultBreakerTimeoutRate,
+		OpenFor:             DefaultBreakerOpenFor,
+		HalfOpenProbes:      DefaultBreakerHalfOpenProbes,
+	}
+	defer func() { k.c.Breaker = b }()
+	if bf == nil {
+		return
+	}
+	if bf.Enabled != nil {
+		b.Enabled = *bf.Enabled
+	}
+	b.ConsecutiveFailures = k.count("breaker.consecutive_failures", bf.ConsecutiveFailures, b.ConsecutiveFailures, 0)
+	b.FailureRate = k.fraction("breaker.failure_rate", bf.FailureRate, b.FailureRate)
+	errs := len(k.src.errs)
+	b.Window = k.count("breaker.window", bf.Window, b.Window, MaxBreakerWindow)
+	windowOK := len(k.src.errs) == errs
+	// A smaller window than the default min_requests lowers the default
+	// with it, rather than making the rates never judged.
+	b.MinRequests = min(b.MinRequests, b.Window)
+	if bf.MinRequests > b.Window && windowOK {
+		k.errorf("breaker.min_requests", "must not exceed breaker.window (%d), or the rates would never be judged; got %d", b.Window, bf.MinRequests)
+	} else {
+		b.MinRequests = k.count("breaker.min_requests", bf.MinRequests, b.MinRequests, 0)
+	}
+	b.ConsecutiveTimeouts = k.count("breaker.consecutive_timeouts", bf.ConsecutiveTimeouts, b.ConsecutiveTimeouts, 0)
+	b.TimeoutRate = k.fraction("breaker.timeout_rate", bf.TimeoutRate, b.TimeoutRate)
+	b.OpenFor = k.duration("breaker.open_for", bf.OpenFor, b.OpenFor)
+	b.HalfOpenProbes = k.count("breaker.half_open_probes", bf.HalfOpenProbes, b.HalfOpenProbes, 0)
+}
+
+func (k *compiler) cache(cf *CacheFile) {
+	// Filled even when off, like Retry and Breaker: no reader of the
+	// policy ever meets a zero TTL or size.
+	c := CachePolicy{Entries: DefaultCacheEntries, TTL: DefaultCacheTTL, ServeStaleOnFailure: DefaultCacheServeStaleOnFailure}
+	defer func() { k.c.Cache = c }()
+	if cf == nil {
+		return
+	}
+	c.Enabled = true
+	c.Entries = k.count("cache.entries", cf.Entries, c.Entries, 0)
+	c.TTL = k.duration("cache.ttl", cf.TTL, c.TTL)
+	if cf.ServeStaleOnFailure != nil {
+		c.ServeStaleOnFailure = *cf.ServeStaleOnFailure
+	}
+	c.AllowTemperature = cf.AllowTemperature
+}
+
 func (k *compiler) errorsSection(e *ErrorsFile, ups map[string]UpstreamFile) {
 	if e == nil {
 		return
@@ -691,7 +1076,10 @@ func (k *compiler) errorsSection(e *ErrorsFile, ups map[string]UpstreamFile) {
 	for i, rf := range e.Rules {
 		p := fmt.Sprintf("errors.rules[%d]", i)
 		r := Rule{Upstream: rf.Upstream, Status: rf.Status, Type: rf.Type, Code: rf.Code, MessageContains: rf.MessageContains, Class: Class(rf.Class)}
-		if !r.Class.Valid() {
+		switch {
+		case r.Class == ClassLocalLimit:
+			k.errorf(p+".class", "%s is detour's own verdict (a limit of its own reached), never a response's; use one of %s", ClassLocalLimit, classList())
+		case !r.Class.Valid():
 			k.errorf(p+".class", "must be one of %s; got %q", classList(), rf.Class)
 		}
 		if rf.Upstream != "" {
@@ -710,6 +1098,14 @@ func (k *compiler) errorsSection(e *ErrorsFile, ups map[string]UpstreamFile) {
 	for name, af := range e.Classes {
 		p := "errors.classes." + name
 		cl := Class(name)
+		if cl == ClassLocalLimit {
+			// Skipping is the only sane action for an attempt that was
+			// never sent: no retry would find the limit lifted, and a
+			// stop or cooldown would punish the upstream for detour's
+			// own limit.
+			k.errorf(p, "%s always skips to the next upstream and cannot be configured; classes are %s", ClassLocalLimit, classList())
+			continue
+		}
 		if !cl.Valid() {
 			k.errorf(p, "unknown class; classes are %s", classList())
 			continue
@@ -731,6 +1127,13 @@ func (k *compiler) errorsSection(e *ErrorsFile, ups map[string]UpstreamFile) {
 			}
 		}
 		a.MaxCooldown = k.duration(p+".max_cooldown", af.MaxCooldown, a.MaxCooldown)
+		if af.Retries != nil {
+			if n := *af.Retries; n < 0 || n > MaxRetries {
+				k.errorf(p+".retries", "must be 0 to %d; got %d", MaxRetries, n)
+			} else {
+				a.Retries = n
+			}
+		}
 		k.c.Actions[cl] = a
 	}
 }

@@ -39,6 +39,25 @@ type File struct {
 	Timeouts *TimeoutsFile `json:"timeouts,omitempty"`
 	// Log controls what the request log may contain.
 	Log *LogFile `json:"log,omitempty"`
+	// Retry shapes the wait before retrying the same upstream (the number
+	// of retries is per class: errors.classes.CLASS.retries). Absent: every
+	// field's default.
+	Retry *RetryFile `json:"retry,omitempty"`
+	// Breaker takes an upstream out of chains while it keeps failing.
+	// Absent: on, with every field's default.
+	Breaker *BreakerFile `json:"breaker,omitempty"`
+	// HedgeAfter starts the next upstream of the chain in parallel when the
+	// current attempt has no response headers after this long; the first
+	// of the two to commit an answer wins and the other is cancelled (its
+	// outcome is hedge_lost). Hedging spends a second request to cut tail
+	// latency. Default 0: off.
+	HedgeAfter Duration `json:"hedge_after,omitempty"`
+	// Classifier sorts requests into tiers for routes that have tiers.
+	// Absent: every field's default.
+	Classifier *ClassifierFile `json:"classifier,omitempty"`
+	// Cache keeps answers to serve when every upstream fails. Absent: no
+	// cache; present (even {}): on, with every field's default.
+	Cache *CacheFile `json:"cache,omitempty"`
 }
 
 // CAFile names the CA certificate and key. Relative paths are resolved
@@ -53,14 +72,17 @@ type CAFile struct {
 // or a team gateway.
 type UpstreamFile struct {
 	// Shape is the wire format the upstream speaks: openai, anthropic or
-	// gemini. Required.
+	// gemini; or static, an upstream that sends nothing anywhere and
+	// answers every request with Text. Required.
 	Shape string `json:"shape"`
 	// BaseURL is what the shape's SDK would take as base URL:
 	// https://api.openai.com/v1, https://api.anthropic.com,
-	// https://generativelanguage.googleapis.com. Required. Plain http is
-	// accepted only for loopback hosts (credentials would travel in clear).
+	// https://generativelanguage.googleapis.com. Required, except for a
+	// static upstream, which must not have one. Plain http is accepted only
+	// for loopback hosts (credentials would travel in clear).
 	BaseURL string `json:"base_url"`
-	// Auth says which credential the upstream gets. Required.
+	// Auth says which credential the upstream gets. Required, except for a
+	// static upstream, which must not have one.
 	Auth *AuthFile `json:"auth"`
 	// Models maps the requested model (a glob, * matches any run of
 	// characters) to this upstream's model. Patterns are tried in file order;
@@ -79,6 +101,32 @@ type UpstreamFile struct {
 	// request sets none and the upstream's shape requires one (Anthropic).
 	// Default 4096.
 	MaxTokens int `json:"max_tokens,omitempty"`
+	// Limits are detour's own limits on requests to this upstream. Absent:
+	// none.
+	Limits *LimitsFile `json:"limits,omitempty"`
+	// Text is the answer of a static upstream, sent in the app's shape
+	// (streamed or not, as the app asked): a last resort that never fails,
+	// e.g. "The assistant is busy. Please try again in a minute." Required
+	// for shape static; refused for any other shape.
+	Text string `json:"text,omitempty"`
+}
+
+// LimitsFile caps the requests detour sends to one upstream. A request over
+// a limit is not queued: the upstream is skipped for it (class local_limit)
+// and the chain goes on, because waiting would spend the app's deadline on
+// an upstream we already know is busy. The limits hold for the last upstream
+// of a chain too; never_skip_last does not override them, since they exist
+// to protect the upstream (or the bill) rather than to judge its health.
+type LimitsFile struct {
+	// RPM is the refill rate of a token bucket, in requests per minute.
+	// Default 0: no rate limit.
+	RPM int `json:"rpm,omitempty"`
+	// Burst is the bucket's size: how many requests may go at once after a
+	// quiet spell. Default max(1, rpm/60), one second's worth. Needs rpm.
+	Burst int `json:"burst,omitempty"`
+	// Concurrency is the most requests in flight to this upstream at once
+	// (a committed stream counts until it ends). Default 0: no limit.
+	Concurrency int `json:"concurrency,omitempty"`
 }
 
 // AuthFile is an upstream's credential source; exactly one field is set.
@@ -116,8 +164,16 @@ type RouteFile struct {
 	// Shape is the app's wire format for this route. Default: the shape of
 	// the host when it is a vendor's own (api.openai.com → openai, …).
 	Shape string `json:"shape,omitempty"`
-	// Chain is the ordered list of upstream names to try. Required.
+	// Chain is the ordered list of upstream names to try. A route has
+	// exactly one of Chain and Tiers.
 	Chain []string `json:"chain"`
+	// Tiers are one chain per request tier, by tier name (lowercase
+	// letters, digits, '_', '-'): the classifier (ClassifierFile) picks
+	// "hard", "easy" or classifier.undecided for each request, and the
+	// request runs through that tier's chain. The undecided tier is
+	// required: its chain also serves every request whose tier the route
+	// lacks. A route has exactly one of Chain and Tiers.
+	Tiers map[string][]string `json:"tiers,omitempty"`
 }
 
 // MatchFile selects requests by host and path.
@@ -164,6 +220,125 @@ type ClassActionFile struct {
 	// MaxCooldown caps a cooldown taken from the vendor's own reset time
 	// (Anthropic's monthly reset, Gemini's daily quota). Default DefaultMaxCooldown.
 	MaxCooldown Duration `json:"max_cooldown,omitempty"`
+	// Retries is how many times an attempt of this class is retried on the
+	// same upstream (waiting as retry says) before Then applies. 0 to
+	// MaxRetries. Absent: 1 for rate_limited (a per-minute limit often
+	// clears within the vendor's retry-after), 0 for every other class. A
+	// pointer so that 0 can be said.
+	Retries *int `json:"retries,omitempty"`
+}
+
+// RetryFile is the wait before a retry on the same upstream: exponential
+// backoff with jitter from Base, doubling up to Max, unless the vendor named
+// its own wait (retry-after, retry-after-ms, Gemini's RetryInfo).
+type RetryFile struct {
+	// Base is the wait before the first retry. 0 or absent: DefaultRetryBase.
+	Base Duration `json:"base,omitempty"`
+	// Max caps the backoff; it must not be shorter than Base. 0 or absent:
+	// DefaultRetryMax.
+	Max Duration `json:"max,omitempty"`
+	// HonorRetryAfterUpTo is the longest vendor-named wait detour sits out.
+	// A longer one (or one past the request's remaining deadline) makes
+	// detour fall over at once instead: the app is better served by another
+	// upstream now than by this one later. Absent: DefaultHonorRetryAfterUpTo;
+	// "0s": never wait when the vendor names a wait, fall over at once.
+	HonorRetryAfterUpTo Duration `json:"honor_retry_after_up_to,omitempty"`
+}
+
+// BreakerFile configures the per-upstream circuit breaker. A breaker opens
+// (the upstream is skipped, never_skip_last aside) on a run of failures or
+// on a high failure rate over the last Window counted attempts; after
+// OpenFor it lets HalfOpenProbes requests through, and closes when they
+// succeed.
+//
+// Hard failures (server_error, overloaded, unreachable, bad_response) and
+// soft failures (timeout) are counted apart, because a slow upstream is
+// still answering and deserves more patience than a broken one. Failures of
+// the app's own making (invalid_request, auth, content_filter,
+// context_too_long), rate limits and quota never count: they say nothing
+// about the upstream's health, and quota has its own cooldown.
+type BreakerFile struct {
+	// Enabled turns the breaker on. Default true (a pointer so that false
+	// can be said); false keeps every upstream in its chains whatever its
+	// record.
+	Enabled *bool `json:"enabled,omitempty"`
+	// ConsecutiveFailures hard failures in a row open the breaker. 0 or
+	// absent: DefaultBreakerConsecutiveFailures.
+	ConsecutiveFailures int `json:"consecutive_failures,omitempty"`
+	// FailureRate of hard failures among the last Window counted attempts
+	// opens the breaker, once MinRequests are counted. In (0, 1]. 0 or
+	// absent: DefaultBreakerFailureRate.
+	FailureRate float64 `json:"failure_rate,omitempty"`
+	// Window is how many of the last counted attempts the rates are taken
+	// over. 1 to MaxBreakerWindow. 0 or absent: DefaultBreakerWindow.
+	Window int `json:"window,omitempty"`
+	// MinRequests is how many counted attempts the window must hold before
+	// FailureRate and TimeoutRate are judged (two failures out of three
+	// say little). At most Window. 0 or absent: DefaultBreakerMinRequests,
+	// or Window when that is smaller.
+	MinRequests int `json:"min_requests,omitempty"`
+	// ConsecutiveTimeouts timeouts in a row open the breaker. 0 or absent:
+	// DefaultBreakerConsecutiveTimeouts.
+	ConsecutiveTimeouts int `json:"consecutive_timeouts,omitempty"`
+	// TimeoutRate of timeouts among the last Window counted attempts opens
+	// the breaker, once MinRequests are counted. In (0, 1]. 0 or absent:
+	// DefaultBreakerTimeoutRate.
+	TimeoutRate float64 `json:"timeout_rate,omitempty"`
+	// OpenFor is how long an open breaker keeps the upstream out before
+	// probing it. 0 or absent: DefaultBreakerOpenFor.
+	OpenFor Duration `json:"open_for,omitempty"`
+	// HalfOpenProbes is how many requests a half-open breaker lets through;
+	// all must succeed to close it, one failure opens it again. 0 or
+	// absent: DefaultBreakerHalfOpenProbes.
+	HalfOpenProbes int `json:"half_open_probes,omitempty"`
+}
+
+// ClassifierFile configures the request tier classifier (Classifier.Classify)
+// used by routes with tiers. Every signal is checked; a request is "hard"
+// when its input is long, it has code blocks or files, or a hard pattern
+// matches; else "easy" when an easy pattern matches; else Undecided.
+type ClassifierFile struct {
+	// HardPatterns are Go regular expressions (RE2 syntax), matched without
+	// regard to case against the text of the app's latest user turn. Any
+	// match makes the request hard. Default none.
+	HardPatterns []string `json:"hard_patterns,omitempty"`
+	// EasyPatterns are like HardPatterns; a match makes the request easy
+	// unless some hard signal fired. Default none.
+	EasyPatterns []string `json:"easy_patterns,omitempty"`
+	// LongInputChars: a request whose input text (system prompt and every
+	// message, in characters) is at least this long is hard. 0 or absent:
+	// DefaultLongInputChars.
+	LongInputChars int `json:"long_input_chars,omitempty"`
+	// CodeBlocks: a latest user turn with at least this many ``` fenced
+	// blocks is hard. 0 or absent: DefaultCodeBlocks.
+	CodeBlocks int `json:"code_blocks,omitempty"`
+	// Files: a request with at least this many attachments (images,
+	// documents, files, audio) is hard. 0 or absent: DefaultFiles.
+	Files int `json:"files,omitempty"`
+	// Undecided is the tier of a request no signal decided. Letters,
+	// digits, '_' and '-'. Default DefaultUndecidedTier ("hard": when in
+	// doubt, send the stronger chain).
+	Undecided string `json:"undecided,omitempty"`
+}
+
+// CacheFile configures the response cache: answers are stored, keyed by the
+// request, so that when every upstream of the chain fails the app can still
+// get the answer an identical request got before.
+type CacheFile struct {
+	// Entries is the most answers kept. 0 or absent: DefaultCacheEntries.
+	Entries int `json:"entries,omitempty"`
+	// TTL is how long an answer may be served after it was stored. 0 or
+	// absent: DefaultCacheTTL.
+	TTL Duration `json:"ttl,omitempty"`
+	// ServeStaleOnFailure serves a stored answer when every upstream
+	// failed. Default true (a pointer so that false can be said); false
+	// keeps storing answers but never serves them.
+	ServeStaleOnFailure *bool `json:"serve_stale_on_failure,omitempty"`
+	// AllowTemperature caches requests whose temperature is above 0.
+	// Default false: such a request asks for a fresh sample, so it is
+	// neither stored nor served. A request that sets no temperature counts
+	// as above 0, since every vendor's default temperature is 1.
+	AllowTemperature bool `json:"allow_temperature,omitempty"`
 }
 
 // LogFile controls the request log.
