@@ -525,7 +525,9 @@ func TestAllUpstreamsFailedAnswersInAppEnvelope(t *testing.T) {
 	backup := detourtest.NewVendor(t, rewrite.Anthropic, "backup")
 	h := detourtest.Start(t, twoUpstreams(t, rewrite.Anthropic, primary, backup, ""))
 	primary.Script(fv.Fault{Kind: fv.Status, Status: 529, Class: fv.ClassOverloaded})
-	backup.Script(fv.Fault{Kind: fv.Status, Status: 429, Class: fv.ClassRateLimit, RetryAfter: "7"})
+	// 30 s is beyond honor_retry_after_up_to (10 s): no retry, the app
+	// is told when to come back.
+	backup.Script(fv.Fault{Kind: fv.Status, Status: 429, Class: fv.ClassRateLimit, RetryAfter: "30"})
 
 	var httpResp *http.Response
 	_, err := anthropicClient(h).Messages.New(ctxT(t), messageParams(), aoption.WithResponseInto(&httpResp))
@@ -536,8 +538,8 @@ func TestAllUpstreamsFailedAnswersInAppEnvelope(t *testing.T) {
 	if apiErr.StatusCode != 429 || !strings.Contains(apiErr.Error(), "rate_limit_error") {
 		t.Errorf("error = %v; want a 429 rate_limit_error (the last upstream's class)", apiErr)
 	}
-	if got := apiErr.Response.Header.Get("Retry-After"); got != "7" {
-		t.Errorf("retry-after = %q; want 7", got)
+	if got := apiErr.Response.Header.Get("Retry-After"); got != "30" {
+		t.Errorf("retry-after = %q; want 30", got)
 	}
 	if got := apiErr.Response.Header.Get(chain.HeaderAnsweredBy); got != "none" {
 		t.Errorf("answered-by = %q; want none", got)

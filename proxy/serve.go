@@ -184,6 +184,7 @@ func Serve(ctx context.Context, opts Options) error {
 		adminSrv := &http.Server{
 			Handler: admin.NewHandler(admin.Options{
 				Store: store, Health: hr, Metrics: metrics, Ready: readiness.Check, Log: logger,
+				CacheLen: runner.CacheLen,
 			}),
 			ReadHeaderTimeout: ReadHeaderTimeout,
 			IdleTimeout:       IdleConnTimeout,

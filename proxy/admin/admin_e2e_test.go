@@ -169,8 +169,8 @@ func TestAdminAfterAFailover(t *testing.T) {
 	if p.CooldownUntil == nil || p.CooldownUntil.Before(before.Add(9*time.Minute)) || p.CooldownUntil.After(time.Now().Add(11*time.Minute)) {
 		t.Errorf("primary cooldown_until = %v; want about 10 minutes from now", p.CooldownUntil)
 	}
-	if p.CooldownReason == "" || p.Breaker != "none" || p.Requests != 1 || p.SuccessRate == nil || *p.SuccessRate != 0 {
-		t.Errorf("primary = %+v; want a reason, breaker none, 1 request, success rate 0", p)
+	if p.CooldownReason == "" || p.Breaker == nil || p.Breaker.State != "closed" || p.Requests != 1 || p.SuccessRate == nil || *p.SuccessRate != 0 {
+		t.Errorf("primary = %+v; want a reason, breaker closed (quota does not count), 1 request, success rate 0", p)
 	}
 	if b.CooldownUntil != nil || b.Requests != 1 || b.InFlight != 0 || b.SuccessRate == nil || *b.SuccessRate != 1 || b.P50Ms == nil || b.P95Ms == nil {
 		t.Errorf("backup = %+v; want no cooldown, 1 request, success rate 1, latencies", b)

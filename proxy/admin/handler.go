@@ -44,6 +44,8 @@ type Options struct {
 	Log zerolog.Logger
 	// Now is the clock of /status; default time.Now.
 	Now func() time.Time
+	// CacheLen reports the response cache's entries for /status; nil: 0.
+	CacheLen func() int
 }
 
 // NewHandler returns the admin listener's handler:

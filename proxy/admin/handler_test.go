@@ -18,7 +18,8 @@ import (
 func testHandler(ready func() error) (http.Handler, *policy.Store) {
 	c := &policy.Compiled{Version: "v1", Hash: "0123456789abcdef", Fingerprint: "fp1", Source: "/etc/detour/policy.json",
 		LoadedAt:  time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC),
-		Upstreams: map[string]*policy.Upstream{"primary": {Name: "primary", Key: "sk-never-shown"}}}
+		Upstreams: map[string]*policy.Upstream{"primary": {Name: "primary", Key: "sk-never-shown"}},
+		Breaker:   policy.BreakerPolicy{Enabled: true}}
 	store := policy.NewStore(c)
 	hr := health.New()
 	return NewHandler(Options{Store: store, Health: hr, Metrics: NewMetrics(store, hr), Ready: ready}), store
@@ -125,8 +126,8 @@ func TestStatusNeverShowsKeysOrBaseURLs(t *testing.T) {
 		t.Fatal(err)
 	}
 	u, ok := st.Upstreams["primary"]
-	if !ok || u.Breaker != BreakerNone || u.CooldownUntil != nil || u.SuccessRate != nil || u.P50Ms != nil {
-		t.Errorf("idle upstream = %+v; want breaker none and nulls", u)
+	if !ok || u.Breaker == nil || u.Breaker.State != "closed" || u.Breaker.Opens != 0 || u.Limits != nil || u.CooldownUntil != nil || u.SuccessRate != nil || u.P50Ms != nil {
+		t.Errorf("idle upstream = %+v; want a closed breaker, no limits and nulls", u)
 	}
 	if st.Policy.Trigger != "start" || st.Policy.Hash != "0123456789abcdef" {
 		t.Errorf("policy = %+v", st.Policy)

@@ -80,7 +80,7 @@ func NewMetrics(store *policy.Store, h *health.Registry) *Metrics {
 	})
 	m.cache = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: Namespace, Name: "cache_total",
-		Help: "Response cache lookups by result (hit, miss). Zero until the response cache lands.",
+		Help: "Response cache use per eligible request by result: stored (an upstream answered and the answer was kept), hit (every upstream failed; a stored answer was served), miss (nothing stored or served), bypass (not eligible: temperature).",
 	}, []string{"result"})
 	m.tokens = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: Namespace, Name: "tokens_total",
@@ -88,8 +88,9 @@ func NewMetrics(store *policy.Store, h *health.Registry) *Metrics {
 	}, []string{"upstream", "direction"})
 	// Present from the start, so that dashboards and alerts find the series
 	// before the cache exists.
-	m.cache.WithLabelValues("hit")
-	m.cache.WithLabelValues("miss")
+	for _, r := range []string{chain.CacheHit, chain.CacheMiss, chain.CacheStored, chain.CacheBypass} {
+		m.cache.WithLabelValues(r)
+	}
 
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -160,7 +161,7 @@ func (m *Metrics) Observe(r *chain.Record) {
 		}
 	}
 	switch r.Cache {
-	case "hit", "miss":
+	case chain.CacheHit, chain.CacheMiss, chain.CacheStored, chain.CacheBypass:
 		m.cache.WithLabelValues(r.Cache).Inc()
 	}
 }
@@ -176,7 +177,7 @@ type stateCollector struct {
 
 var (
 	breakerDesc = prometheus.NewDesc(Namespace+"_breaker_state",
-		"Circuit breaker state per upstream of the policy in effect (0 closed, 1 open, 2 half-open). Always 0 until breakers land.",
+		"Circuit breaker state per upstream of the policy in effect (0 closed, 1 open, 2 half-open; 0 when breakers are off).",
 		[]string{"upstream"}, nil)
 	cooldownDesc = prometheus.NewDesc(Namespace+"_cooldown_active",
 		"1 while the upstream is cooling down (kept out of chains), else 0.",
@@ -200,9 +201,19 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	if pol == nil {
 		return
 	}
-	cooling := c.health.Cooldowns(c.now())
+	now := c.now()
+	cooling := c.health.Cooldowns(now)
 	for name := range pol.Upstreams {
-		ch <- prometheus.MustNewConstMetric(breakerDesc, prometheus.GaugeValue, 0, name)
+		b := 0.0
+		if pol.Breaker.Enabled {
+			switch c.health.Breaker(name, now).State {
+			case health.BreakerOpen:
+				b = 1
+			case health.BreakerHalfOpen:
+				b = 2
+			}
+		}
+		ch <- prometheus.MustNewConstMetric(breakerDesc, prometheus.GaugeValue, b, name)
 		v := 0.0
 		if _, ok := cooling[name]; ok {
 			v = 1

@@ -6,12 +6,13 @@ import (
 	"time"
 
 	"github.com/detour-proxy/detour/policy"
+	"github.com/detour-proxy/detour/proxy/health"
 )
 
-// BreakerNone is the breaker state /status reports for every upstream until
-// circuit breakers land (a later issue): "none", not "closed", so that no
-// one reads a breaker that does not exist as one that is healthy.
-const BreakerNone = "none"
+// BreakerOff is the breaker state /status reports when the policy turns
+// breakers off (breaker.enabled false): "off", not "closed", so that no one
+// reads a breaker that does not act as one that is healthy.
+const BreakerOff = "off"
 
 // maxErrorLen bounds a history entry's error: a policy with many problems
 // lists them all, and /policy/history is for a glance.
@@ -21,6 +22,53 @@ const maxErrorLen = 4 << 10
 type StatusJSON struct {
 	Policy    PolicyJSON              `json:"policy"`
 	Upstreams map[string]UpstreamJSON `json:"upstreams"`
+	// Cache is the response cache; null when the policy has none.
+	Cache *CacheJSON `json:"cache"`
+}
+
+// CacheJSON describes the response cache.
+type CacheJSON struct {
+	Entries    int    `json:"entries"`
+	MaxEntries int    `json:"max_entries"`
+	TTL        string `json:"ttl"`
+	// ServeStale is cache.serve_stale_on_failure.
+	ServeStale       bool `json:"serve_stale_on_failure"`
+	AllowTemperature bool `json:"allow_temperature"`
+}
+
+// BreakerJSON is one upstream's circuit breaker.
+type BreakerJSON struct {
+	// State is closed, open, half_open, or off (breakers disabled).
+	State string    `json:"state"`
+	Since time.Time `json:"since,omitzero"`
+	// Until is when an open breaker turns half-open.
+	Until  *time.Time `json:"until,omitempty"`
+	Reason string     `json:"reason,omitempty"`
+	// ConsecutiveFailures and ConsecutiveTimeouts are the current runs of
+	// hard and soft failures; Window* count the sliding window.
+	ConsecutiveFailures int `json:"consecutive_failures"`
+	ConsecutiveTimeouts int `json:"consecutive_timeouts"`
+	WindowCount         int `json:"window_count"`
+	WindowFailures      int `json:"window_failures"`
+	WindowTimeouts      int `json:"window_timeouts"`
+	// Probes admitted in the current half-open period.
+	Probes int `json:"probes,omitempty"`
+	// Opens counts the times it opened since start.
+	Opens uint64 `json:"opens"`
+}
+
+// LimitsJSON is one upstream's client-side limits (limits in the policy).
+type LimitsJSON struct {
+	RPM         int `json:"rpm,omitempty"`
+	Burst       int `json:"burst,omitempty"`
+	Concurrency int `json:"concurrency,omitempty"`
+	// Tokens left in the rpm bucket now.
+	Tokens float64 `json:"tokens"`
+	// InFlight requests holding a concurrency slot.
+	InFlight int `json:"in_flight"`
+	// Limited counts requests that skipped this upstream (class
+	// local_limit) since start.
+	Limited uint64 `json:"limited"`
 }
 
 // PolicyJSON describes the policy in effect.
@@ -41,8 +89,11 @@ type UpstreamJSON struct {
 	// CooldownUntil is null when the upstream is not cooling down.
 	CooldownUntil  *time.Time `json:"cooldown_until"`
 	CooldownReason string     `json:"cooldown_reason,omitempty"`
-	// Breaker is BreakerNone until circuit breakers land.
-	Breaker string `json:"breaker"`
+	// Breaker is the upstream's circuit breaker; a static upstream has
+	// none (null).
+	Breaker *BreakerJSON `json:"breaker"`
+	// Limits is null when the upstream has no limits.
+	Limits *LimitsJSON `json:"limits"`
 	// SuccessRate (0 to 1) over Samples recent attempts (the last
 	// health.WindowSize within health.WindowAge); null when there are none.
 	SuccessRate *float64 `json:"success_rate"`
@@ -76,10 +127,24 @@ func (h *handler) statusOf(now time.Time) StatusJSON {
 			break
 		}
 	}
+	if c.Cache.Enabled {
+		st.Cache = &CacheJSON{MaxEntries: c.Cache.Entries, TTL: c.Cache.TTL.String(),
+			ServeStale: c.Cache.ServeStaleOnFailure, AllowTemperature: c.Cache.AllowTemperature}
+		if h.opts.CacheLen != nil {
+			st.Cache.Entries = h.opts.CacheLen()
+		}
+	}
 	cooling := h.opts.Health.Cooldowns(now)
-	for name := range c.Upstreams {
+	for name, up := range c.Upstreams {
 		s := h.opts.Health.Stats(name, now)
-		u := UpstreamJSON{Breaker: BreakerNone, Samples: s.Samples, InFlight: s.InFlight, Requests: s.Requests}
+		u := UpstreamJSON{Samples: s.Samples, InFlight: s.InFlight, Requests: s.Requests}
+		if !up.Static {
+			u.Breaker = breakerOf(h.opts.Health.Breaker(name, now), c.Breaker.Enabled)
+		}
+		if l := up.Limits; l != (policy.Limits{}) {
+			ls := h.opts.Health.Limit(name, now)
+			u.Limits = &LimitsJSON{RPM: l.RPM, Burst: l.Burst, Concurrency: l.Concurrency, Tokens: ls.Tokens, InFlight: ls.InFlight, Limited: ls.Limited}
+		}
 		if cd, ok := cooling[name]; ok {
 			until := cd.Until.UTC()
 			u.CooldownUntil, u.CooldownReason = &until, cd.Reason
@@ -93,6 +158,24 @@ func (h *handler) statusOf(now time.Time) StatusJSON {
 		st.Upstreams[name] = u
 	}
 	return st
+}
+
+func breakerOf(b health.BreakerSnapshot, enabled bool) *BreakerJSON {
+	j := &BreakerJSON{State: b.State.String(), Reason: b.Reason,
+		ConsecutiveFailures: b.ConsecutiveFailures, ConsecutiveTimeouts: b.ConsecutiveTimeouts,
+		WindowCount: b.WindowCount, WindowFailures: b.WindowFailures, WindowTimeouts: b.WindowTimeouts,
+		Probes: b.Probes, Opens: b.Opens}
+	if !enabled {
+		j.State = BreakerOff
+	}
+	if !b.Since.IsZero() {
+		j.Since = b.Since.UTC()
+	}
+	if !b.Until.IsZero() {
+		u := b.Until.UTC()
+		j.Until = &u
+	}
+	return j
 }
 
 func msPtr(d time.Duration) *float64 {

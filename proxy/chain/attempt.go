@@ -97,23 +97,24 @@ func (t *timedReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// attempt sends the request to one upstream and handles its answer. It
-// returns true when the request is finished (answered, stopped, or the app
-// went away) and false when the chain should go on.
-func (s *session) attempt(u *policy.Upstream, model string, last bool) bool {
+// attempt sends the request to one upstream once and handles its answer.
+// It says whether the request is finished (answered, stopped, or the app
+// went away), should go on to the next upstream, or should try this one
+// again after a wait.
+func (s *session) attempt(u *policy.Upstream, model string, last bool, ln *lane, retry int, g gate) step {
 	start := time.Now()
-	ar := AttemptRecord{Upstream: u.Name, Model: model}
+	a := &att{ln: ln, idx: -1, gate: g, ar: AttemptRecord{Upstream: u.Name, Model: model, Retry: retry, Hedge: ln.hedge}}
 	// In flight for /status until the attempt is over, a stream's last
 	// event included.
 	s.r.Health.Begin(u.Name)
-	defer s.endAttempt(u.Name, len(s.rec.Attempts))
+	defer s.endAttempt(u.Name, a)
 	finish := func(outcome, class, reason string, status int) {
-		ar.Outcome, ar.Class, ar.Reason, ar.Status = outcome, class, reason, status
-		ar.Duration = time.Since(start)
-		s.rec.Attempts = append(s.rec.Attempts, ar)
+		a.ar.Outcome, a.ar.Class, a.ar.Reason, a.ar.Status = outcome, class, reason, status
+		a.ar.Duration = time.Since(start)
+		s.record(a)
 	}
 
-	ctx, cancel := context.WithCancel(s.req.Context())
+	ctx, cancel := context.WithCancel(ln.ctx)
 	defer cancel()
 	timer := &attemptTimer{cancel: cancel}
 	defer timer.stop()
@@ -137,53 +138,52 @@ func (s *session) attempt(u *policy.Upstream, model string, last bool) bool {
 			// goes on.
 			v := policy.Verdict{Class: policy.ClassInvalidRequest, Reason: reason}
 			finish(OutcomeSkipped, string(v.Class), reason, 0)
-			s.failures = append(s.failures, &failure{upstream: u.Name, verdict: v})
-			return false
+			s.addFailure(&failure{upstream: u.Name, verdict: v})
+			return stepNext
 		}
-		ar.Translated = true
-		ar.Notes = conv.notes
+		a.ar.Translated = true
+		a.ar.Notes = conv.notes
 	}
 
 	upReq, err := s.buildRequest(ctx, u, model, conv)
 	if err != nil {
 		// Only SetModel can fail here, and the body was already parsed.
 		finish(OutcomeStop, string(policy.ClassInvalidRequest), err.Error(), 0)
-		s.writeAppError(http.StatusBadRequest, policy.ClassInvalidRequest, "detour: "+err.Error(), 0)
-		return true
+		if s.claim(ln) {
+			s.writeAppError(http.StatusBadRequest, policy.ClassInvalidRequest, "detour: "+err.Error(), 0)
+		}
+		return stepDone
 	}
 	resp, err := s.r.Transports.For(u).RoundTrip(upReq)
 	if err != nil {
-		if contextDone(s.req.Context()) {
-			finish(OutcomeClientGone, "", "client went away while waiting for "+u.Name, 0)
-			s.clientGone("before any answer")
-			return true
+		if st, over := s.interrupted(ln, finish, 0, "while waiting for "+u.Name); over {
+			return st
 		}
 		phase := timer.firedPhase()
 		if phase == "" && isConnectTimeout(err) {
 			phase = phaseConnect
 		}
 		v := s.pol.ClassifyFor(u.Name, policy.Outcome{Shape: u.Shape, Err: err, Timeout: phase}, s.r.now())
-		return s.failed(u, v, &failure{upstream: u.Name, verdict: v}, last, finish)
+		return s.failed(u, v, &failure{upstream: u.Name, verdict: v}, last, a, finish)
 	}
 	defer resp.Body.Close()
-	ar.Headers = time.Since(start)
+	a.ar.Headers = time.Since(start)
+	ln.gotHeaders()
 
 	body := &timedReader{r: resp.Body, timer: timer, next: func() (time.Duration, string) { return bounded(u.Timeouts.Idle, phaseIdle) }}
 	timer.arm(bounded(u.Timeouts.Idle, phaseIdle))
 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		errBody, _ := io.ReadAll(io.LimitReader(body, maxErrorBody))
-		if contextDone(s.req.Context()) {
-			finish(OutcomeClientGone, "", "client went away", resp.StatusCode)
-			s.clientGone("while reading an upstream error")
-			return true
+		if st, over := s.interrupted(ln, finish, resp.StatusCode, "while reading an upstream error"); over {
+			return st
 		}
 		v := s.pol.ClassifyFor(u.Name, policy.Outcome{Shape: u.Shape, Status: resp.StatusCode, Header: resp.Header, Body: errBody, Timeout: timer.firedPhase()}, s.r.now())
 		if v.Class == policy.ClassNone {
 			// A 1xx/3xx final answer is not something an SDK call expects.
 			v.Class, v.Reason = policy.ClassBadResponse, "unexpected status "+strconv.Itoa(resp.StatusCode)
 		}
-		return s.failed(u, v, &failure{upstream: u.Name, verdict: v, status: resp.StatusCode, header: resp.Header, body: errBody, foreign: conv != nil}, last, finish)
+		return s.failed(u, v, &failure{upstream: u.Name, verdict: v, status: resp.StatusCode, header: resp.Header, body: errBody, foreign: conv != nil}, last, a, finish)
 	}
 
 	if s.stream && isEventStream(resp.Header) {
@@ -203,33 +203,36 @@ func (s *session) attempt(u *policy.Upstream, model string, last bool) bool {
 		if conv != nil {
 			conv.stream = translate.NewStream(conv.req, s.app, u.Shape)
 		}
-		return s.streamAnswer(u, resp, body, timer, conv, last, finish)
+		return s.streamAnswer(u, resp, body, timer, conv, last, a, finish)
 	}
 
 	full, err := io.ReadAll(io.LimitReader(body, maxResponseBody))
 	if err != nil {
-		if contextDone(s.req.Context()) {
-			finish(OutcomeClientGone, "", "client went away", resp.StatusCode)
-			s.clientGone("while reading the answer")
-			return true
+		if st, over := s.interrupted(ln, finish, resp.StatusCode, "while reading the answer"); over {
+			return st
 		}
 		v := s.pol.ClassifyFor(u.Name, policy.Outcome{Shape: u.Shape, Err: err, Timeout: timer.firedPhase()}, s.r.now())
-		return s.failed(u, v, &failure{upstream: u.Name, verdict: v}, last, finish)
+		return s.failed(u, v, &failure{upstream: u.Name, verdict: v}, last, a, finish)
 	}
 	v := s.pol.ClassifyFor(u.Name, policy.Outcome{Shape: u.Shape, Status: resp.StatusCode, Header: resp.Header, Body: full}, s.r.now())
 	if v.Class != policy.ClassNone {
-		return s.failed(u, v, &failure{upstream: u.Name, verdict: v, status: resp.StatusCode, header: resp.Header, body: full, foreign: conv != nil}, last, finish)
+		return s.failed(u, v, &failure{upstream: u.Name, verdict: v, status: resp.StatusCode, header: resp.Header, body: full, foreign: conv != nil}, last, a, finish)
 	}
 	answer := full
 	if conv != nil {
 		answer, err = translate.Response(conv.req, s.app, u.Shape, full)
 		if err != nil {
 			v := policy.Verdict{Class: policy.ClassBadResponse, Reason: "cannot translate the answer: " + err.Error()}
-			return s.failed(u, v, &failure{upstream: u.Name, verdict: v}, last, finish)
+			return s.failed(u, v, &failure{upstream: u.Name, verdict: v}, last, a, finish)
 		}
 	}
 
-	// Commit: the whole answer is here and it is good.
+	// Commit: the whole answer is here and it is good — unless a hedged
+	// attempt committed first.
+	if !s.claim(ln) {
+		finish(OutcomeHedgeLost, "", "another upstream answered first", resp.StatusCode)
+		return stepDone
+	}
 	finish(OutcomeOK, "", "", resp.StatusCode)
 	h := s.w.Header()
 	if conv == nil {
@@ -246,11 +249,13 @@ func (s *session) attempt(u *policy.Upstream, model string, last bool) bool {
 	s.rec.Status = resp.StatusCode
 	if _, err := s.w.Write(answer); err != nil {
 		s.rec.Error = "client went away while the answer was written"
+	} else {
+		s.store(answer, false)
 	}
 	if use, ok := rewrite.ExtractUsage(u.Shape, full); ok {
 		s.rec.Usage = use
 	}
-	return true
+	return stepDone
 }
 
 func (s *session) answeredBy(name string) {
@@ -259,56 +264,60 @@ func (s *session) answeredBy(name string) {
 }
 
 // failed records a failed attempt, starts its cooldown, and either stops
-// (writing the upstream's own error to the app) or lets the chain go on.
-func (s *session) failed(u *policy.Upstream, v policy.Verdict, f *failure, last bool, finish func(outcome, class, reason string, status int)) bool {
+// (writing the upstream's own error to the app), retries the same upstream,
+// or lets the chain go on.
+func (s *session) failed(u *policy.Upstream, v policy.Verdict, f *failure, last bool, a *att, finish func(outcome, class, reason string, status int)) step {
 	reason := v.Reason
-	if cd := s.cooldown(u.Name, v); cd != "" {
+	cd := s.cooldown(u.Name, v)
+	if cd != "" {
 		reason += "; " + cd
+	}
+	outcome := OutcomeFallback
+	if last {
+		outcome = OutcomeExhausted
 	}
 	if f.foreign && (v.Class == policy.ClassInvalidRequest || v.Class == policy.ClassAuth) {
 		// The app's request was sound for its own vendor, and the key was
 		// detour's: a translated request refused by another vendor says
 		// this upstream cannot take it, not that the app erred. That
 		// upstream is passed over, loudly, rather than failing the app.
-		reason = "translated request refused: " + reason
-		outcome := OutcomeFallback
-		if last {
-			outcome = OutcomeExhausted
-		}
-		finish(outcome, string(v.Class), reason, f.status)
-		s.failures = append(s.failures, f)
-		return false
+		finish(outcome, string(v.Class), "translated request refused: "+reason, f.status)
+		s.addFailure(f)
+		return stepNext
 	}
 	if s.pol.Action(v.Class).Then == policy.Stop {
+		if !s.claim(a.ln) {
+			finish(OutcomeHedgeLost, string(v.Class), reason+"; another upstream answered first", f.status)
+			return stepDone
+		}
 		finish(OutcomeStop, string(v.Class), reason, f.status)
 		s.rec.Error = "stopped: " + string(v.Class)
 		s.writeUpstreamError(f)
-		return true
+		return stepDone
 	}
-	outcome := OutcomeFallback
-	if last {
-		outcome = OutcomeExhausted
+	wait, why, again := s.retryPlan(v, a.ar.Retry, cd != "")
+	if again {
+		finish(OutcomeRetry, string(v.Class), reason+"; retry in "+wait.Round(time.Millisecond).String()+why, f.status)
+		return step{kind: kindRetry, wait: wait}
 	}
-	finish(outcome, string(v.Class), reason, f.status)
-	s.failures = append(s.failures, f)
-	return false
+	finish(outcome, string(v.Class), reason+why, f.status)
+	s.addFailure(f)
+	return stepNext
 }
 
 // streamAnswer reads an upstream stream up to its commit point — the first
 // event that carries content — holding back the events before it, so that an
 // early in-stream error still falls over. After the commit point every event
 // is written and flushed as it arrives.
-func (s *session) streamAnswer(u *policy.Upstream, resp *http.Response, body *timedReader, timer *attemptTimer, conv *conversion, last bool, finish func(outcome, class, reason string, status int)) bool {
+func (s *session) streamAnswer(u *policy.Upstream, resp *http.Response, body *timedReader, timer *attemptTimer, conv *conversion, last bool, a *att, finish func(outcome, class, reason string, status int)) step {
 	rd := sse.NewReader(body)
 	var pending bytes.Buffer
 	var usage usageMerger
 	for {
 		ev, err := rd.Next()
 		if err != nil {
-			if contextDone(s.req.Context()) {
-				finish(OutcomeClientGone, "", "client went away", resp.StatusCode)
-				s.clientGone("before the commit point")
-				return true
+			if st, over := s.interrupted(a.ln, finish, resp.StatusCode, "before the commit point"); over {
+				return st
 			}
 			var v policy.Verdict
 			// A fired timer wins over whatever error the cancelled read
@@ -318,7 +327,7 @@ func (s *session) streamAnswer(u *policy.Upstream, resp *http.Response, body *ti
 			} else {
 				v = s.pol.ClassifyFor(u.Name, policy.Outcome{Shape: u.Shape, Err: err, Timeout: timer.firedPhase()}, s.r.now())
 			}
-			return s.failed(u, v, &failure{upstream: u.Name, verdict: v}, last, finish)
+			return s.failed(u, v, &failure{upstream: u.Name, verdict: v}, last, a, finish)
 		}
 		if !terminated(ev.Raw) {
 			// The upstream closed in the middle of an event. If the event
@@ -326,7 +335,7 @@ func (s *session) streamAnswer(u *policy.Upstream, resp *http.Response, body *ti
 			// repaired; half an event is not content.
 			if !wholeEvent(ev) {
 				v := policy.Verdict{Class: policy.ClassBadResponse, Reason: "stream ended in the middle of an event"}
-				return s.failed(u, v, &failure{upstream: u.Name, verdict: v}, last, finish)
+				return s.failed(u, v, &failure{upstream: u.Name, verdict: v}, last, a, finish)
 			}
 			ev.Raw = append(ev.Raw, "\n\n"...)
 		}
@@ -345,9 +354,13 @@ func (s *session) streamAnswer(u *policy.Upstream, resp *http.Response, body *ti
 			}
 			f := &failure{upstream: u.Name, verdict: v, status: resp.StatusCode, header: resp.Header, inStream: true,
 				prefix: bytes.Clone(pending.Bytes()), body: bytes.Clone(conv.event(ev))}
-			return s.failed(u, v, f, last, finish)
+			return s.failed(u, v, f, last, a, finish)
 		}
-		// Commit point.
+		// Commit point — unless a hedged attempt committed first.
+		if !s.claim(a.ln) {
+			finish(OutcomeHedgeLost, "", "another upstream answered first", resp.StatusCode)
+			return stepDone
+		}
 		finish(OutcomeOK, "", "", resp.StatusCode)
 		h := s.w.Header()
 		if conv == nil {
@@ -365,25 +378,36 @@ func (s *session) streamAnswer(u *policy.Upstream, resp *http.Response, body *ti
 		// a long answer is fine as long as bytes keep coming.
 		body.next = func() (time.Duration, string) { return u.Timeouts.Idle, phaseIdle }
 		usage.add(u.Shape, ev.Data)
-		s.pump(u, rd, append(pending.Bytes(), conv.event(ev)...), kind == rewrite.EventDone || endsStream(u.Shape, ev), timer, conv, &usage)
-		return true
+		s.pump(u, rd, append(pending.Bytes(), conv.event(ev)...), kind == rewrite.EventDone || endsStream(u.Shape, ev), timer, conv, &usage, a)
+		return stepDone
 	}
 }
 
 // pump forwards the rest of a committed stream event by event. Whole events
 // only: if the upstream breaks off, the app gets a complete in-stream error
 // event in its own shape rather than half a JSON line.
-func (s *session) pump(u *policy.Upstream, rd *sse.Reader, first []byte, ended bool, timer *attemptTimer, conv *conversion, usage *usageMerger) {
+func (s *session) pump(u *policy.Upstream, rd *sse.Reader, first []byte, ended bool, timer *attemptTimer, conv *conversion, usage *usageMerger, a *att) {
 	rc := http.NewResponseController(s.w)
+	// A whole, cleanly ended stream is kept for the response cache (up to
+	// a bound); a cut one never is.
+	var kept []byte
+	keep := s.cacheable
 	write := func(b []byte) bool {
 		if _, err := s.w.Write(b); err != nil {
 			return false
+		}
+		if keep {
+			if len(kept)+len(b) > maxCachedBody {
+				keep, kept = false, nil
+			} else {
+				kept = append(kept, b...)
+			}
 		}
 		return rc.Flush() == nil
 	}
 	defer func() { s.rec.Usage = usage.u }()
 	if !write(first) {
-		s.clientGoneAfterCommit()
+		s.clientGoneAfterCommit(a)
 		return
 	}
 	for {
@@ -396,10 +420,13 @@ func (s *session) pump(u *policy.Upstream, rd *sse.Reader, first []byte, ended b
 				if c := conv.closing(); len(c) > 0 {
 					write(c)
 				}
+				if keep && !s.wasCut(a) {
+					s.store(kept, true)
+				}
 				return
 			}
 			if contextDone(s.req.Context()) {
-				s.clientGoneAfterCommit()
+				s.clientGoneAfterCommit(a)
 				return
 			}
 			class, msg := policy.ClassServerError, "detour: upstream "+u.Name+" ended the stream before it was complete"
@@ -408,7 +435,7 @@ func (s *session) pump(u *policy.Upstream, rd *sse.Reader, first []byte, ended b
 			} else if !errors.Is(err, io.EOF) {
 				msg += ": " + err.Error()
 			}
-			s.cut(u, class, msg)
+			s.cut(a, class, msg)
 			write(conv.errorEvent(s.app, rewrite.AppError{Status: rewrite.StatusForClass(string(class)), Class: string(class), Message: msg}))
 			return
 		}
@@ -417,7 +444,7 @@ func (s *session) pump(u *policy.Upstream, rd *sse.Reader, first []byte, ended b
 				// Half an event: never forwarded (the app would read it
 				// glued to the error event that follows).
 				class, msg := policy.ClassServerError, "detour: upstream "+u.Name+" ended the stream in the middle of an event"
-				s.cut(u, class, msg)
+				s.cut(a, class, msg)
 				write(conv.errorEvent(s.app, rewrite.AppError{Status: rewrite.StatusForClass(string(class)), Class: string(class), Message: msg}))
 				return
 			}
@@ -431,7 +458,7 @@ func (s *session) pump(u *policy.Upstream, rd *sse.Reader, first []byte, ended b
 			// The vendor's own in-stream error, already in the app's shape:
 			// forwarded as is, and the stream counts as ended by it.
 			ended = true
-			s.cut(u, policy.ClassServerError, "upstream in-stream error after the commit point")
+			s.cut(a, policy.ClassServerError, "upstream in-stream error after the commit point")
 		}
 		usage.add(u.Shape, ev.Data)
 		out := conv.event(ev)
@@ -442,7 +469,7 @@ func (s *session) pump(u *policy.Upstream, rd *sse.Reader, first []byte, ended b
 		}
 		if len(out) > 0 && !write(out) {
 			if !ended {
-				s.clientGoneAfterCommit()
+				s.clientGoneAfterCommit(a)
 			}
 			return
 		}
@@ -450,19 +477,31 @@ func (s *session) pump(u *policy.Upstream, rd *sse.Reader, first []byte, ended b
 }
 
 // cut marks the answering attempt as failed after the commit point.
-func (s *session) cut(u *policy.Upstream, class policy.Class, msg string) {
-	if n := len(s.rec.Attempts); n > 0 {
-		a := &s.rec.Attempts[n-1]
-		a.Outcome, a.Class, a.Reason = OutcomeCut, string(class), msg
+func (s *session) cut(a *att, class policy.Class, msg string) {
+	s.mu.Lock()
+	if a.idx >= 0 {
+		r := &s.rec.Attempts[a.idx]
+		r.Outcome, r.Class, r.Reason = OutcomeCut, string(class), msg
 	}
+	s.mu.Unlock()
 	s.rec.Error = msg
 }
 
-func (s *session) clientGoneAfterCommit() {
+// wasCut reports whether the answering attempt failed after its commit
+// point.
+func (s *session) wasCut(a *att) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return a.idx >= 0 && s.rec.Attempts[a.idx].Outcome == OutcomeCut
+}
+
+func (s *session) clientGoneAfterCommit(a *att) {
 	s.rec.Error = "client went away during the stream"
-	if n := len(s.rec.Attempts); n > 0 {
-		s.rec.Attempts[n-1].Outcome = OutcomeClientGone
+	s.mu.Lock()
+	if a.idx >= 0 {
+		s.rec.Attempts[a.idx].Outcome = OutcomeClientGone
 	}
+	s.mu.Unlock()
 }
 
 // terminated reports whether an event's raw bytes end with the blank line

@@ -18,6 +18,7 @@ import (
 	"net/http/httputil"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -25,6 +26,7 @@ import (
 	"github.com/detour-proxy/detour/policy"
 	"github.com/detour-proxy/detour/proxy/health"
 	"github.com/detour-proxy/detour/rewrite"
+	"github.com/detour-proxy/detour/rewrite/ir"
 	"github.com/detour-proxy/detour/rewrite/translate"
 )
 
@@ -88,6 +90,8 @@ type Runner struct {
 	// OnRecord, when set, is called with every finished record (metrics,
 	// the `detour run` summary, tests). It must not keep the record.
 	OnRecord func(*Record)
+
+	cacheState
 }
 
 func (r *Runner) now() time.Time {
@@ -96,6 +100,9 @@ func (r *Runner) now() time.Time {
 	}
 	return time.Now()
 }
+
+// until is how long from the runner's now to t.
+func (r *Runner) until(t time.Time) time.Duration { return t.Sub(r.now()) }
 
 func (r *Runner) sleep(ctx context.Context, d time.Duration) error {
 	if r.Sleep != nil {
@@ -122,7 +129,7 @@ func (r *Runner) Serve(w http.ResponseWriter, req *http.Request, t Target) {
 		Path:   req.URL.Path,
 		Policy: pol.Version,
 		Start:  time.Now(),
-		Cache:  "off",
+		Cache:  CacheOff,
 	}
 	w.Header().Set(HeaderRequestID, rec.ID)
 	defer func() {
@@ -225,10 +232,28 @@ type session struct {
 	model    string
 	stream   bool
 	deadline time.Time
+	// mu guards what concurrent (hedged) attempts share: rec.Attempts,
+	// failures, soonest, limited and the claim on the app's response.
+	mu       sync.Mutex
 	failures []*failure
 	// soonest is the earliest time a skipped upstream comes back, for the
 	// app's retry-after when nothing answered.
 	soonest time.Time
+	// limited is set when an upstream was skipped for detour's own limits.
+	limited bool
+	// lanes are the upstreams running for this request (more than one
+	// only when hedging); winner is the one that wrote to the app.
+	lanes  []*lane
+	winner *lane
+
+	// ireq is the app's request decoded, made on demand (tiers, static
+	// answers, the cache).
+	ireq    *ir.Request
+	ireqErr error
+	// cacheable: the response cache may store and serve this request;
+	// cacheKey is its key.
+	cacheable bool
+	cacheKey  cacheKey
 }
 
 // failure is one failed attempt, kept to build the app's answer when the
@@ -264,34 +289,21 @@ func (s *session) run() {
 		return
 	}
 	s.deadline = s.rec.Start.Add(s.pol.Deadline)
+	s.prepareCache()
 
-	chainLen := len(s.route.Chain)
-	for i, u := range s.route.Chain {
-		last := i == chainLen-1
-		now := s.r.now()
-		if cd, cooling := s.r.Health.CoolingDown(u.Name, now); cooling && !(last && s.pol.NeverSkipLast) {
-			s.skip(u.Name, "cooling down until "+cd.Until.UTC().Format(time.RFC3339)+" ("+cd.Reason+")")
-			if s.soonest.IsZero() || cd.Until.Before(s.soonest) {
-				s.soonest = cd.Until
-			}
-			continue
-		}
-		model, ok := u.MapModel(s.model)
-		if !ok {
-			s.skip(u.Name, fmt.Sprintf("no models entry matches %q", s.model))
-			continue
-		}
-		if !time.Now().Before(s.deadline) {
-			s.failures = append(s.failures, &failure{upstream: u.Name, verdict: policy.Verdict{Class: policy.ClassTimeout, Reason: "deadline passed before this upstream"}})
-			s.rec.Attempts = append(s.rec.Attempts, AttemptRecord{Upstream: u.Name, Model: model, Class: string(policy.ClassTimeout), Outcome: OutcomeSkipped, Reason: "deadline " + s.pol.Deadline.String() + " passed"})
-			break
-		}
-		done := s.attempt(u, model, last)
-		if done {
-			return
-		}
+	chain := s.route.Chain
+	if s.route.Tiers != nil {
+		chain = s.route.ChainFor(s.pickTier())
 	}
-	s.writeExhausted()
+	var done bool
+	if s.pol.HedgeAfter > 0 && len(chain) > 1 {
+		done = s.runHedged(chain)
+	} else {
+		done = s.runSequential(chain)
+	}
+	if !done {
+		s.writeExhausted()
+	}
 }
 
 func (s *session) maxBody() int64 {
@@ -338,10 +350,19 @@ func (s *session) badRequest(err error) {
 }
 
 func (s *session) skip(upstream, reason string) {
-	s.rec.Attempts = append(s.rec.Attempts, AttemptRecord{Upstream: upstream, Outcome: OutcomeSkipped, Reason: reason})
+	s.skipClass(upstream, "", reason)
+}
+
+func (s *session) skipClass(upstream string, class policy.Class, reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rec.Attempts = append(s.rec.Attempts, AttemptRecord{Upstream: upstream, Class: string(class), Outcome: OutcomeSkipped, Reason: reason})
 }
 
 func (s *session) clientGone(why string) {
+	// Hedged lanes may all see the app go away at once.
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.rec.Status = 499
 	s.rec.Error = "client went away: " + why
 }
@@ -390,7 +411,10 @@ func (s *session) setDetourHeaders(answeredBy string) {
 		answeredBy = "none"
 	}
 	h.Set(HeaderAnsweredBy, answeredBy)
-	h.Set(HeaderAttempts, strconv.Itoa(s.rec.sentAttempts()))
+	s.mu.Lock()
+	n := s.rec.sentAttempts()
+	s.mu.Unlock()
+	h.Set(HeaderAttempts, strconv.Itoa(n))
 }
 
 // writeExhausted answers when no upstream answered: an error in the app's
@@ -399,12 +423,23 @@ func (s *session) setDetourHeaders(answeredBy string) {
 // summary of the chain, with retry-after when some upstream said when to
 // come back.
 func (s *session) writeExhausted() {
+	if s.serveCached() {
+		return
+	}
 	if len(s.failures) == 0 {
 		// Nothing was sent: every upstream was skipped.
 		if !s.soonest.IsZero() {
-			s.rec.Error = "every upstream is cooling down"
+			s.rec.Error = "every upstream is cooling down or has its breaker open"
 			s.writeAppError(http.StatusServiceUnavailable, policy.ClassOverloaded,
-				"detour: every upstream of route "+s.route.Name+" is cooling down; "+s.summary(), time.Until(s.soonest))
+				"detour: every upstream of route "+s.route.Name+" is cooling down or has its breaker open; "+s.summary(), s.r.until(s.soonest))
+			return
+		}
+		if s.limited {
+			// The SDKs back off and retry a 429 by themselves, which is
+			// what a local limit asks for.
+			s.rec.Error = "every upstream is at its local limit"
+			s.writeAppError(http.StatusTooManyRequests, policy.ClassRateLimited,
+				"detour: every upstream of route "+s.route.Name+" is at its local limit (limits.rpm, limits.concurrency); "+s.summary(), time.Second)
 			return
 		}
 		s.rec.Error = "no upstream serves model " + s.model
@@ -420,7 +455,7 @@ func (s *session) writeExhausted() {
 		}
 	}
 	if !s.soonest.IsZero() {
-		if d := time.Until(s.soonest); d > 0 && (retry == 0 || d < retry) {
+		if d := s.r.until(s.soonest); d > 0 && (retry == 0 || d < retry) {
 			retry = d
 		}
 	}

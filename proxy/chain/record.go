@@ -19,6 +19,8 @@ const (
 	OutcomeClientGone = "client_gone" // the app went away; not an upstream failure
 	OutcomeCut        = "cut"         // failed after the commit point; the app got an in-stream error
 	OutcomeExhausted  = "exhausted"   // failed; it was the last upstream
+	OutcomeRetry      = "retry"       // failed; the same upstream was tried again
+	OutcomeHedgeLost  = "hedge_lost"  // a hedged upstream answered first; this one was cancelled
 )
 
 // AttemptRecord is one upstream's part in a request.
@@ -41,7 +43,11 @@ type AttemptRecord struct {
 	// Headers is the time from sending the request to the upstream's
 	// response headers; zero when none arrived (refused, timed out).
 	Headers time.Duration
-	Retry   int
+	// Retry numbers the attempts on one upstream: 0 first, 1 the first
+	// retry.
+	Retry int
+	// Hedge marks an attempt started beside a slow one (hedge_after).
+	Hedge bool
 }
 
 // healthResult says how an attempt counts towards its upstream's recent
@@ -52,7 +58,7 @@ func (a *AttemptRecord) healthResult() health.Result {
 	switch a.Outcome {
 	case OutcomeOK:
 		return health.Success
-	case OutcomeClientGone, OutcomeSkipped:
+	case OutcomeClientGone, OutcomeSkipped, OutcomeHedgeLost:
 		return health.Neutral
 	}
 	switch policy.Class(a.Class) {
@@ -60,18 +66,6 @@ func (a *AttemptRecord) healthResult() health.Result {
 		return health.Neutral
 	}
 	return health.Failure
-}
-
-// endAttempt reports the attempt recorded at index i (if it was recorded) to
-// the health registry. Called when the attempt is over, a stream's included,
-// so that a cut after the commit point counts as the failure it is.
-func (s *session) endAttempt(name string, i int) {
-	res, latency := health.Neutral, time.Duration(0)
-	if i < len(s.rec.Attempts) {
-		a := &s.rec.Attempts[i]
-		res, latency = a.healthResult(), a.Duration
-	}
-	s.r.Health.End(name, res, latency, s.r.now())
 }
 
 // Request outcomes, as the requests_total metric counts them.
@@ -142,7 +136,7 @@ func (r *Record) sentAttempts() int {
 // failedOver reports whether an upstream other than the first one tried answered.
 func (r *Record) failedOver() bool {
 	for _, a := range r.Attempts {
-		if a.Outcome == OutcomeFallback {
+		if a.Outcome == OutcomeFallback || a.Outcome == OutcomeRetry || a.Outcome == OutcomeHedgeLost {
 			return true
 		}
 	}
@@ -180,6 +174,9 @@ func (r *Record) Log(l zerolog.Logger) {
 			Int("retry", a.Retry)
 		if a.Reason != "" {
 			d = d.Str("reason", a.Reason)
+		}
+		if a.Hedge {
+			d = d.Bool("hedge", true)
 		}
 		if a.Translated {
 			d = d.Bool("translated", true)

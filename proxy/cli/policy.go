@@ -16,10 +16,11 @@ import (
 
 	"github.com/detour-proxy/detour/policy"
 	"github.com/detour-proxy/detour/rewrite"
+	"github.com/detour-proxy/detour/rewrite/translate"
 )
 
 const policySynopsis = `detour policy check FILE
-       detour policy explain FILE --request REQ.json [--host HOST] [--path PATH]`
+       detour policy explain FILE --request REQ.json [--host HOST] [--path PATH] [--tier TIER]`
 
 // Policy runs `detour policy check | explain`.
 func Policy(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -95,12 +96,13 @@ func policyCheck(args []string, stdout, stderr io.Writer) error {
 }
 
 func policyExplain(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("policy explain", "detour policy explain FILE --request REQ.json [--host HOST] [--path PATH]", stderr)
+	fs := newFlags("policy explain", "detour policy explain FILE --request REQ.json [--host HOST] [--path PATH] [--tier TIER]", stderr)
 	file, rest := splitFileArg(args)
 	reqFile := fs.String("request", "", "a request body as the app would send it (JSON)")
 	host := fs.String("host", "", "vendor host the app calls (default: inferred from the request, else the only route's host)")
 	urlPath := fs.String("path", "", "request path (default: the vendor's chat endpoint)")
-	admin := fs.String("admin", "", "admin address of a running detour to ask for cooldowns (default: the policy's admin_listen; \"off\" to not ask)")
+	admin := fs.String("admin", "", "admin address of a running detour to ask for cooldowns and breakers (default: the policy's admin_listen; \"off\" to not ask)")
+	tierFlag := fs.String("tier", "", "the request's x-detour-tier header, which overrides the classifier")
 	if help, err := parse(fs, rest); help || err != nil {
 		return err
 	}
@@ -155,11 +157,25 @@ func policyExplain(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(w, "route:\t%s (%s %s), the app speaks %s\n", route.Name, route.Host, p, route.Shape)
 	fmt.Fprintf(w, "request:\tmodel %q, stream %v\n", model, stream)
-	fmt.Fprintf(w, "tier:\t— (one chain per route until tiers land)\n")
+	chain := route.Chain
+	if route.Tiers == nil {
+		fmt.Fprintf(w, "tier:\t— (the route has one chain)\n")
+	} else {
+		tier, reasons := explainTier(c, route, body, p, *tierFlag)
+		chain = route.ChainFor(tier)
+		fmt.Fprintf(w, "tier:\t%s (%s)\n", tier, strings.Join(reasons, "; "))
+	}
 	fmt.Fprintf(w, "deadline:\t%s for all attempts until an answer is committed\n", c.Deadline)
+	if c.HedgeAfter > 0 {
+		fmt.Fprintf(w, "hedging:\tthe next upstream starts beside one that sent no headers after %s\n", c.HedgeAfter)
+	}
 	live, liveErr := liveCooldowns(*admin, c.AdminListen)
 	fmt.Fprintln(w, "chain:")
-	for i, u := range route.Chain {
+	for i, u := range chain {
+		if u.Static {
+			fmt.Fprintf(w, "  %d. %s\tstatic: answers %q in the app's shape; nothing after it is tried\n", i+1, u.Name, truncateText(u.Text, 60))
+			break
+		}
 		m, ok := u.MapModel(model)
 		if !ok {
 			fmt.Fprintf(w, "  %d. %s\tskipped: no models entry matches %q\n", i+1, u.Name, model)
@@ -169,13 +185,20 @@ func policyExplain(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(w, "  %d. %s\tskipped: it would get the app's key, which never goes to another vendor\n", i+1, u.Name)
 			continue
 		}
-		if cd, cooling := live[u.Name]; cooling {
-			last := i == len(route.Chain)-1
+		last := i == len(chain)-1
+		if cd, cooling := live[u.Name]; cooling && cd.until != "" {
 			if !(last && c.NeverSkipLast) {
 				fmt.Fprintf(w, "  %d. %s\tskipped now: cooling down until %s (%s)\n", i+1, u.Name, cd.until, cd.reason)
 				continue
 			}
 			fmt.Fprintf(w, "  %d. %s\tcooling down until %s, but tried anyway as the last upstream (never_skip_last)\n", i+1, u.Name, cd.until)
+		}
+		if cd := live[u.Name]; c.Breaker.Enabled && cd.breaker != "" && cd.breaker != "closed" {
+			if !(last && c.NeverSkipLast) {
+				fmt.Fprintf(w, "  %d. %s\tbreaker %s now: skipped unless it admits a probe\n", i+1, u.Name, cd.breaker)
+			} else {
+				fmt.Fprintf(w, "  %d. %s\tbreaker %s, but tried anyway as the last upstream (never_skip_last)\n", i+1, u.Name, cd.breaker)
+			}
 		}
 		how := "fast path: body forwarded as bytes"
 		switch {
@@ -186,8 +209,40 @@ func policyExplain(args []string, stdout, stderr io.Writer) error {
 		case m != model:
 			how = "fast path, only \"model\" rewritten"
 		}
-		fmt.Fprintf(w, "  %d. %s\t%s %s\tmodel %s\t%s\tauth: %s\ttimeouts: connect %s, first byte %s, idle %s\n",
-			i+1, u.Name, u.Shape, u.BaseURL, m, how, authText(u, route.Shape), u.Timeouts.Connect, u.Timeouts.FirstByte, u.Timeouts.Idle)
+		limits := ""
+		if l := u.Limits; l != (policy.Limits{}) {
+			limits = "\tlimits:"
+			if l.RPM > 0 {
+				limits += fmt.Sprintf(" %d rpm (burst %d)", l.RPM, l.Burst)
+			}
+			if l.Concurrency > 0 {
+				limits += fmt.Sprintf(" %d in flight", l.Concurrency)
+			}
+			limits += ", skipped beyond them"
+		}
+		fmt.Fprintf(w, "  %d. %s\t%s %s\tmodel %s\t%s\tauth: %s\ttimeouts: connect %s, first byte %s, idle %s%s\n",
+			i+1, u.Name, u.Shape, u.BaseURL, m, how, authText(u, route.Shape), u.Timeouts.Connect, u.Timeouts.FirstByte, u.Timeouts.Idle, limits)
+	}
+	var retries []string
+	for _, cl := range policy.Classes {
+		if a := c.Action(cl); a.Retries > 0 && a.Then == policy.Fallback {
+			retries = append(retries, fmt.Sprintf("%s ×%d", cl, a.Retries))
+		}
+	}
+	if len(retries) > 0 {
+		fmt.Fprintf(w, "retries:\t%s (backoff %s…%s with full jitter; a retry-after up to %s is honoured)\n",
+			strings.Join(retries, ", "), c.Retry.Base, c.Retry.Max, c.Retry.HonorRetryAfterUpTo)
+	}
+	if c.Breaker.Enabled {
+		fmt.Fprintf(w, "breaker:\topens after %d failures or %d timeouts in a row (or rates %.0f%% / %.0f%% over %d attempts), half-open after %s with %d probes\n",
+			c.Breaker.ConsecutiveFailures, c.Breaker.ConsecutiveTimeouts, c.Breaker.FailureRate*100, c.Breaker.TimeoutRate*100, c.Breaker.Window, c.Breaker.OpenFor, c.Breaker.HalfOpenProbes)
+	} else {
+		fmt.Fprintf(w, "breaker:\toff\n")
+	}
+	if c.Cache.Enabled {
+		fmt.Fprintf(w, "cache:\t%s when every upstream fails (ttl %s; temperature > 0 %s)\n",
+			map[bool]string{true: "served", false: "kept but not served"}[c.Cache.ServeStaleOnFailure], c.Cache.TTL,
+			map[bool]string{true: "allowed", false: "never cached"}[c.Cache.AllowTemperature])
 	}
 	var stops, cooldowns []string
 	for _, cl := range policy.Classes {
@@ -210,12 +265,18 @@ func policyExplain(args []string, stdout, stderr io.Writer) error {
 	case liveErr != nil:
 		fmt.Fprintf(w, "now:\tno running detour answered (%v); cooldowns not known\n", liveErr)
 	default:
-		fmt.Fprintf(w, "now:\tcooldowns above are those of the running detour (%d upstream(s) cooling down)\n", len(live))
+		n := 0
+		for _, l := range live {
+			if l.until != "" {
+				n++
+			}
+		}
+		fmt.Fprintf(w, "now:\tcooldowns and breakers above are those of the running detour (%d upstream(s) cooling down)\n", n)
 	}
 	return nil
 }
 
-type liveCooldown struct{ until, reason string }
+type liveCooldown struct{ until, reason, breaker string }
 
 // liveCooldowns asks a running detour's admin listener which upstreams are
 // cooling down, so that explain can say which would be skipped now.
@@ -240,6 +301,9 @@ func liveCooldowns(flagAddr, policyAddr string) (map[string]liveCooldown, error)
 		Upstreams map[string]struct {
 			CooldownUntil  *time.Time `json:"cooldown_until"`
 			CooldownReason string     `json:"cooldown_reason"`
+			Breaker        *struct {
+				State string `json:"state"`
+			} `json:"breaker"`
 		} `json:"upstreams"`
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st); err != nil {
@@ -247,8 +311,15 @@ func liveCooldowns(flagAddr, policyAddr string) (map[string]liveCooldown, error)
 	}
 	out := map[string]liveCooldown{}
 	for name, u := range st.Upstreams {
+		var lc liveCooldown
 		if u.CooldownUntil != nil && time.Now().Before(*u.CooldownUntil) {
-			out[name] = liveCooldown{until: u.CooldownUntil.UTC().Format(time.RFC3339), reason: u.CooldownReason}
+			lc.until, lc.reason = u.CooldownUntil.UTC().Format(time.RFC3339), u.CooldownReason
+		}
+		if u.Breaker != nil {
+			lc.breaker = u.Breaker.State
+		}
+		if lc != (liveCooldown{}) {
+			out[name] = lc
 		}
 	}
 	return out, nil
@@ -298,4 +369,39 @@ func defaultPath(s rewrite.Shape) string {
 		return "/v1beta/models/gemini-2.5-flash:generateContent"
 	}
 	return "/v1/chat/completions"
+}
+
+// explainTier classifies the request as the chain would: the header
+// override, else the classifier over the decoded prompt.
+func explainTier(c *policy.Compiled, route *policy.Route, body []byte, urlPath, header string) (string, []string) {
+	var reasons []string
+	if h := strings.ToLower(strings.TrimSpace(header)); h != "" {
+		if _, ok := route.Tiers[h]; ok {
+			return h, []string{"header:x-detour-tier"}
+		}
+		reasons = append(reasons, "header:x-detour-tier names no tier of this route: "+h)
+	}
+	tier := c.Classifier.Undecided
+	req, err := translate.DecodeRequest(route.Shape, body, strings.TrimPrefix(urlPath, route.Shape.APIRoot()))
+	if err != nil {
+		reasons = append(reasons, "prompt unreadable: "+err.Error())
+	} else {
+		last, chars, files := req.PromptStats()
+		var why []string
+		tier, why = c.Classifier.Classify(policy.TierInput{Text: last, InputChars: chars, Files: files})
+		reasons = append(reasons, why...)
+	}
+	if _, ok := route.Tiers[tier]; !ok {
+		reasons = append(reasons, "route has no tier "+tier+"; using "+c.Classifier.Undecided)
+		tier = c.Classifier.Undecided
+	}
+	return tier, reasons
+}
+
+func truncateText(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + "…"
 }

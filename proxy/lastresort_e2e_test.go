@@ -1,0 +1,68 @@
+package proxy_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/detour-proxy/detour/proxy/detourtest"
+	"github.com/detour-proxy/detour/rewrite"
+	fv "github.com/detour-proxy/detour/rewrite/fakevendor"
+)
+
+// lastResortPolicy chains the app's vendor, then (with static) a static
+// answer; extra adds top-level members.
+func lastResortPolicy(app rewrite.Shape, primary *detourtest.Vendor, static bool, extra string) string {
+	path := map[rewrite.Shape]string{rewrite.OpenAI: "/v1/chat/completions", rewrite.Anthropic: "/v1/messages", rewrite.Gemini: "/v1beta/models/*"}[app]
+	chainNames := `["primary"]`
+	if static {
+		chainNames = `["primary", "sorry"]`
+	}
+	return fmt.Sprintf(`{
+  "upstreams": {
+    "primary": {"shape": %q, "base_url": %q, "ca_file": %q, "auth": {"from": "client"}},
+    "sorry":   {"shape": "static", "text": "The assistant is busy. Please try again in a minute."}
+  },
+  "routes": [{"name": "r", "match": {"host": %q, "path": %q}, "chain": %s}]%s
+}`, app, primary.BaseURL(), primary.CAFile, app.DefaultHost(), path, chainNames, extra)
+}
+
+// TestStaticAndCacheAnswersParseInEverySDK: the last resorts answer in the
+// app's own shape, streamed or whole, and each official SDK reads them as
+// it reads its vendor: text, a finish reason, no error.
+func TestStaticAndCacheAnswersParseInEverySDK(t *testing.T) {
+	for _, app := range rewrite.Shapes {
+		for _, stream := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s stream %v", app, stream), func(t *testing.T) {
+				primary := detourtest.NewVendor(t, app, "primary")
+				primary.SetDefault(fv.Fault{Kind: fv.Status, Status: 503, Class: fv.ClassOverloaded})
+				h := detourtest.Start(t, lastResortPolicy(app, primary, true, ""))
+				got := newAppClient(t, app, h).ask(t, stream, false)
+				if got.text != "The assistant is busy. Please try again in a minute." || got.finish == "" {
+					t.Errorf("static: text %q finish %q", got.text, got.finish)
+				}
+				if rs := h.WaitRecords(t, 1); rs[0].AnsweredBy != "sorry" {
+					t.Errorf("answered by %q", rs[0].AnsweredBy)
+				}
+
+				// The cache: answered once (the other way: whole if this
+				// run streams), then served from the cache when the
+				// vendor is down.
+				primary.SetDefault(fv.Fault{})
+				h2 := detourtest.Start(t, lastResortPolicy(app, primary, false, `, "cache": {"allow_temperature": true}`))
+				c := newAppClient(t, app, h2)
+				if got := c.ask(t, !stream, false); got.text != "Hello from primary." {
+					t.Fatalf("first answer %q", got.text)
+				}
+				primary.SetDefault(fv.Fault{Kind: fv.Status, Status: 503, Class: fv.ClassOverloaded})
+				got = newAppClient(t, app, h2).ask(t, stream, false)
+				if got.text != "Hello from primary." || got.finish == "" {
+					t.Errorf("from the cache: text %q finish %q", got.text, got.finish)
+				}
+				rs := h2.WaitRecords(t, 2)
+				if last := rs[len(rs)-1]; last.AnsweredBy != "cache" || last.Cache != "hit" {
+					t.Errorf("answered by %q, cache %q; want cache, hit", last.AnsweredBy, last.Cache)
+				}
+			})
+		}
+	}
+}
