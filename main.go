@@ -49,6 +49,9 @@ Usage:
                                    a CA bundle are set for it); passes signals on, exits with CMD's status
   detour demo [--requests N]       watch failover happen: fake vendors with faults, detour, and the
                                    official openai-go client, all in this process (no keys, no network)
+  detour simulate [--seed N] [--requests N] [--only a,b,c,d]
+                                   reproducible failover experiments through the real chain runner,
+                                   printed as markdown tables (docs/simulation.md)
   detour ca init|print|bundle      create detour's CA, print it, or write a system+detour trust bundle
   detour policy check FILE         validate a policy: every problem with line:column and field
   detour policy explain FILE --request REQ.json
@@ -69,6 +72,7 @@ func commands() map[string]cli.Command {
 	return map[string]cli.Command{
 		"serve":       cli.Serve(defaultPolicy),
 		"demo":        cli.Demo,
+		"simulate":    cli.Simulate,
 		"run":         cli.RunWith(defaultPolicy),
 		"ca":          cli.CA(defaultPolicy),
 		"policy":      cli.Policy,

@@ -58,6 +58,14 @@ type Options struct {
 	// thoughtSignature on the first functionCall part, as Gemini 3 does.
 	// Without it the calls have neither, as Gemini 2.5 without thinking.
 	GeminiIDs bool
+	// Strict makes the fake refuse a request that lacks the conversation,
+	// as the real APIs do: OpenAI and Anthropic without "messages", Gemini
+	// without "contents" get 400 with the shape's invalid_request body
+	// (ErrorBody with ClassInvalidRequest, whose messages say exactly
+	// that). Such a request takes no fault: a simulation can mark requests
+	// invalid without disturbing the sequence of drawn faults. Without
+	// Strict the fake answers them like any other request.
+	Strict bool
 }
 
 // Recorded is one request as the fake received it.
@@ -81,7 +89,7 @@ type Recorded struct {
 	RequestID string
 	// Fault is what the fake did with the request; the zero Fault for a
 	// normal answer and for requests it could not serve (unknown path,
-	// malformed body).
+	// malformed body, a request Options.Strict refuses).
 	Fault Fault
 	// Tools are the names of the declared function tools, in order:
 	// OpenAI tools[].function (type function), Anthropic tools[] (custom
@@ -108,8 +116,9 @@ type Recorded struct {
 // is safe for concurrent use. Each request to a model endpoint takes the
 // next scripted fault; when none is queued, a random fault (SetRandomFaults);
 // else the default fault (SetDefault, initially OK). Requests to other paths
-// get the vendor's 404 body and malformed bodies its 400; neither takes a
-// fault, but both are counted and recorded.
+// get the vendor's 404 body and malformed bodies its 400 (so do requests
+// without a conversation when Options.Strict is set); none takes a fault,
+// but all are counted and recorded.
 type Vendor struct {
 	shape  rewrite.Shape
 	name   string
@@ -121,6 +130,7 @@ type Vendor struct {
 
 	parallelTools bool
 	geminiIDs     bool
+	strict        bool
 
 	inFlight atomic.Int64
 
@@ -142,7 +152,7 @@ func New(shape rewrite.Shape, opts Options) *Vendor {
 	}
 	v := &Vendor{
 		shape: shape, name: opts.Name, text: opts.Text, delay: opts.EventDelay, now: opts.Now,
-		parallelTools: opts.ParallelTools, geminiIDs: opts.GeminiIDs,
+		parallelTools: opts.ParallelTools, geminiIDs: opts.GeminiIDs, strict: opts.Strict,
 	}
 	if v.name == "" {
 		v.name = string(shape)
@@ -274,7 +284,10 @@ type call struct {
 	// includeUsage is OpenAI's stream_options.include_usage.
 	includeUsage bool
 	// sse is Gemini's ?alt=sse; without it Gemini streams a JSON array.
-	sse          bool
+	sse bool
+	// incomplete: the body has no messages (Gemini: contents); refused
+	// when the vendor is Strict.
+	incomplete   bool
 	promptTokens int
 	// tools is what the request says about tools.
 	tools toolRequest
@@ -299,8 +312,9 @@ func (v *Vendor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.n = v.calls
 	c.requestID = fmt.Sprintf("req_fake%016d", c.n)
 	c.plan = v.plan(c.tools, c.n)
+	refused := wellFormed && v.strict && c.incomplete
 	var f Fault
-	if wellFormed {
+	if wellFormed && !refused {
 		f = v.nextFault()
 	}
 	v.records = append(v.records, Recorded{
@@ -319,6 +333,9 @@ func (v *Vendor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		v.writeBody(w, status, v.jsonType(), b)
 	case !wellFormed:
 		status, b := malformedBody(v.shape, c.requestID)
+		v.writeBody(w, status, v.jsonType(), b)
+	case refused:
+		status, b := errorBody(v.shape, Fault{Class: ClassInvalidRequest}, c.model, c.requestID, v.now())
 		v.writeBody(w, status, v.jsonType(), b)
 	default:
 		v.answer(w, r, c, f)
@@ -378,6 +395,13 @@ func (v *Vendor) parseBody(body []byte, c *call) bool {
 		if !json.Valid(body) {
 			return false
 		}
+		if v.strict {
+			var req struct {
+				Contents json.RawMessage `json:"contents"`
+			}
+			_ = json.Unmarshal(body, &req)
+			c.incomplete = isAbsent(req.Contents)
+		}
 		c.tools = parseTools(v.shape, body)
 		return true
 	}
@@ -387,14 +411,21 @@ func (v *Vendor) parseBody(body []byte, c *call) bool {
 		StreamOptions *struct {
 			IncludeUsage bool `json:"include_usage"`
 		} `json:"stream_options"`
+		Messages json.RawMessage `json:"messages"`
 	}
 	if err := json.Unmarshal(body, &req); err != nil {
 		return false
 	}
 	c.model, c.stream = req.Model, req.Stream
+	c.incomplete = isAbsent(req.Messages)
 	c.includeUsage = req.StreamOptions != nil && req.StreamOptions.IncludeUsage
 	c.tools = parseTools(v.shape, body)
 	return true
+}
+
+// isAbsent reports whether a JSON field was missing or null.
+func isAbsent(raw json.RawMessage) bool {
+	return len(raw) == 0 || string(raw) == "null"
 }
 
 // setIDHeader sets the vendor's request id header.

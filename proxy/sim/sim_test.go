@@ -1,0 +1,209 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+// small are options that keep every table short under -race.
+func small() Options {
+	return Options{
+		Seed: 7, Requests: 100, LatencyRequests: 20,
+		QuotaRun: 3 * time.Minute, QuotaAt: 30, BreakerRun: time.Minute,
+	}.withDefaults()
+}
+
+// A request the upstream refuses as invalid is the app's mistake: it must
+// reach the app as the upstream's 400 and never be sent to a second
+// upstream; and the valid requests' success rate must be 1 − p^k within
+// binomial noise.
+func TestChainCellsMatchTheoryAndNeverForwardInvalidRequests(t *testing.T) {
+	opts := small()
+	opts.Requests = 2000
+	for _, tc := range []struct {
+		p float64
+		k int
+	}{{0.2, 2}, {0.5, 3}, {0.3, 1}} {
+		c, err := runChainCell(context.Background(), opts, tc.p, tc.k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.invalid == 0 {
+			t.Fatalf("p=%g k=%d: no invalid requests were mixed in", tc.p, tc.k)
+		}
+		if c.forwarded != 0 {
+			t.Errorf("p=%g k=%d: %d of %d invalid requests were sent to a second upstream; want 0", tc.p, tc.k, c.forwarded, c.invalid)
+		}
+		if c.refused != c.invalid {
+			t.Errorf("p=%g k=%d: %d of %d invalid requests reached the app as 400; want all", tc.p, tc.k, c.refused, c.invalid)
+		}
+		if c.valid+c.invalid != opts.Requests {
+			t.Errorf("p=%g k=%d: %d valid + %d invalid; want %d requests", tc.p, tc.k, c.valid, c.invalid, opts.Requests)
+		}
+		// Four standard errors: a correct chain fails this about once in
+		// 15,000 seeds; a chain that loses or adds an upstream's worth of
+		// success is off by far more.
+		if z := c.z(); math.Abs(z) > 4 {
+			t.Errorf("p=%g k=%d: success %.4f, theory %.4f (z = %.2f); want within 4 standard errors", tc.p, tc.k, c.measured(), c.theory(), z)
+		}
+	}
+}
+
+// The same seed prints the same bytes; another seed draws other faults.
+func TestSameSeedSameTables(t *testing.T) {
+	run := func(seed int64, tables ...string) string {
+		var out bytes.Buffer
+		opts := small()
+		opts.Seed, opts.Only, opts.Out = seed, tables, &out
+		if err := Run(context.Background(), opts); err != nil {
+			t.Fatal(err)
+		}
+		return out.String()
+	}
+	first, second := run(7, "a", "b", "d"), run(7, "a", "b", "d")
+	if first != second {
+		t.Fatalf("two runs with seed 7 differ:\n%s\n---\n%s", first, second)
+	}
+	for _, want := range []string{"# detour simulate: seed 7", "--seed 7 ", "## (a)", "## (b)", "## (d)"} {
+		if !strings.Contains(first, want) {
+			t.Errorf("output lacks %q:\n%s", want, first)
+		}
+	}
+	if strings.Contains(first, "## (c)") {
+		t.Error("--only a,b,d printed table (c)")
+	}
+	if a7, a8 := run(7, "a"), run(8, "a"); strings.ReplaceAll(a8, "seed 8", "seed 7") == a7 {
+		t.Error("seed 8 printed the same tables as seed 7")
+	}
+}
+
+// A quota_exhausted cooldown keeps calls away from a primary whose quota is
+// gone, and the backup answers meanwhile; never_skip_last false lets a
+// chain of one rest its only upstream too.
+func TestQuotaCooldownSavesPrimaryCalls(t *testing.T) {
+	opts := small()
+	row := func(chain []string, cooldown string, nsl bool) quotaRow {
+		t.Helper()
+		r, err := runQuotaRow(context.Background(), opts, chain, cooldown, nsl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	pair := []string{"primary", "backup"}
+	none, long := row(pair, "0s", true), row(pair, "600s", true)
+	if long.wasted >= none.wasted {
+		t.Errorf("[primary, backup]: cooldown 600s wasted %d primary calls, 0s wasted %d; want fewer", long.wasted, none.wasted)
+	}
+	if want := int(opts.QuotaRun/time.Second) - opts.QuotaAt + 1; none.wasted != want {
+		t.Errorf("without a cooldown the primary got %d calls after its quota ran out; want every request's, %d", none.wasted, want)
+	}
+	for _, r := range []quotaRow{none, long} {
+		if r.answeredAfter != r.after || r.after == 0 {
+			t.Errorf("cooldown %s: %d of %d requests after the quota ran out were answered; want all (the backup is fine)", r.cooldown, r.answeredAfter, r.after)
+		}
+	}
+	alone := []string{"primary"}
+	kept, rested := row(alone, "600s", true), row(alone, "600s", false)
+	if kept.wasted != none.wasted {
+		t.Errorf("[primary], never_skip_last true: %d calls after the quota ran out; want %d (the last upstream is always tried)", kept.wasted, none.wasted)
+	}
+	if rested.wasted >= kept.wasted {
+		t.Errorf("[primary], never_skip_last false: %d wasted calls; want fewer than %d", rested.wasted, kept.wasted)
+	}
+}
+
+// The breaker takes a dead upstream out of the chain: fewer calls reach it
+// than without a breaker, and the app is answered by the backup throughout.
+func TestBreakerCutsCallsToDeadUpstream(t *testing.T) {
+	opts := small()
+	opts.BreakerRun = 2 * time.Minute
+	for _, dead := range []string{dead503, deadRefused} {
+		off, err := runBreakerRow(context.Background(), opts, dead, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		on, err := runBreakerRow(context.Background(), opts, dead, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if off.total() != off.requests {
+			t.Errorf("%s, breaker off: %d calls reached the dead upstream; want one per request, %d", dead, off.total(), off.requests)
+		}
+		if on.total() >= off.total() {
+			t.Errorf("%s: %d calls reached the dead upstream with the breaker on, %d with it off; want fewer", dead, on.total(), off.total())
+		}
+		for _, r := range []breakerRow{off, on} {
+			if r.answered != r.requests {
+				t.Errorf("%s, breaker %t: %d of %d requests answered; want all (the backup is fine)", dead, r.breaker, r.answered, r.requests)
+			}
+		}
+	}
+}
+
+// The latency table runs over real loopback HTTP and every timed request is
+// answered. Nothing about the times is asserted: they depend on the machine.
+func TestLatencyTableRuns(t *testing.T) {
+	opts := small()
+	r, err := runLatency(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.failover) != opts.LatencyRequests || len(r.direct) != opts.LatencyRequests || r.failed != 0 {
+		t.Errorf("timed %d failover and %d direct requests, %d unanswered; want %d each, none unanswered",
+			len(r.failover), len(r.direct), r.failed, opts.LatencyRequests)
+	}
+	var out bytes.Buffer
+	r.write(&out)
+	if !strings.Contains(out.String(), "Real time, not virtual") {
+		t.Errorf("table (c) does not say its numbers are real time:\n%s", out.String())
+	}
+}
+
+func TestParseOnly(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want string
+		err  bool
+	}{
+		{"a,b,c,d", "a,b,c,d", false},
+		{"d, a,a", "a,d", false},
+		{"C", "c", false},
+		{"", "", false},
+		{"a,e", "", true},
+	} {
+		got, err := ParseOnly(tc.in)
+		if (err != nil) != tc.err || strings.Join(got, ",") != tc.want {
+			t.Errorf("ParseOnly(%q) = %q, %v; want %q, error %t", tc.in, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+func TestQuantileIsNearestRank(t *testing.T) {
+	var d []time.Duration
+	for i := 1; i <= 100; i++ {
+		d = append(d, time.Duration(i))
+	}
+	for _, tc := range []struct {
+		q    float64
+		want time.Duration
+	}{{0.5, 50}, {0.99, 99}, {1, 100}, {0.001, 1}} {
+		if got := quantile(d, tc.q); got != tc.want {
+			t.Errorf("quantile(1..100, %g) = %d; want %d", tc.q, got, tc.want)
+		}
+	}
+}
+
+func TestShortDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		time.Hour: "1h", 10 * time.Minute: "10m", 90 * time.Second: "1m30s", time.Second: "1s", 90 * time.Minute: "1h30m",
+	} {
+		if got := shortDuration(d); got != want {
+			t.Errorf("shortDuration(%v) = %q; want %q", d, got, want)
+		}
+	}
+}
