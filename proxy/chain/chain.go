@@ -241,6 +241,10 @@ type session struct {
 	soonest time.Time
 	// limited is set when an upstream was skipped for detour's own limits.
 	limited bool
+	// outOfQuota and unavailable count the upstreams skipped for a
+	// cooldown after running out of quota, and for any other cooldown or
+	// an open breaker.
+	outOfQuota, unavailable int
 	// lanes are the upstreams running for this request (more than one
 	// only when hedging); winner is the one that wrote to the app.
 	lanes  []*lane
@@ -386,7 +390,7 @@ func (s *session) cooldown(upstream string, v policy.Verdict) string {
 	if until.IsZero() {
 		return ""
 	}
-	cd := s.r.Health.StartCooldown(upstream, until, v.Reason)
+	cd := s.r.Health.StartCooldownClass(upstream, until, string(v.Class), v.Reason)
 	return "cooldown until " + cd.Until.UTC().Format(time.RFC3339)
 }
 
@@ -430,7 +434,13 @@ func (s *session) writeExhausted() {
 		// Nothing was sent: every upstream was skipped.
 		if !s.soonest.IsZero() {
 			s.rec.Error = "every upstream is cooling down or has its breaker open"
-			s.writeAppError(http.StatusServiceUnavailable, policy.ClassOverloaded,
+			// Out of quota everywhere is not a passing overload: the app
+			// hears its vendor's quota error (and when to come back).
+			class, status := policy.ClassOverloaded, http.StatusServiceUnavailable
+			if s.outOfQuota > 0 && s.unavailable == 0 {
+				class, status = policy.ClassQuotaExhausted, rewrite.StatusForClass(string(policy.ClassQuotaExhausted))
+			}
+			s.writeAppError(status, class,
 				"detour: every upstream of route "+s.route.Name+" is cooling down or has its breaker open; "+s.summary(), s.r.until(s.soonest))
 			return
 		}

@@ -205,7 +205,7 @@ func (s *session) admit(u *policy.Upstream, last bool) (gate, bool) {
 	force := last && s.pol.NeverSkipLast
 	if cd, cooling := s.r.Health.CoolingDown(u.Name, now); cooling && !force {
 		s.skip(u.Name, "cooling down until "+cd.Until.UTC().Format(time.RFC3339)+" ("+cd.Reason+")")
-		s.comesBack(cd.Until)
+		s.comesBack(cd.Until, policy.Class(cd.Class) == policy.ClassQuotaExhausted)
 		return gate{}, false
 	}
 	var g gate
@@ -217,9 +217,9 @@ func (s *session) admit(u *policy.Upstream, last bool) (gate, bool) {
 		case !force:
 			s.skip(u.Name, why)
 			if b := s.r.Health.Breaker(u.Name, now); !b.Until.IsZero() {
-				s.comesBack(b.Until)
+				s.comesBack(b.Until, false)
 			} else {
-				s.comesBack(now.Add(time.Second))
+				s.comesBack(now.Add(time.Second), false)
 			}
 			return gate{}, false
 		}
@@ -241,11 +241,16 @@ func (s *session) admit(u *policy.Upstream, last bool) (gate, bool) {
 
 // comesBack notes when a skipped upstream may be tried again, for the
 // app's retry-after when nothing answers.
-func (s *session) comesBack(t time.Time) {
+func (s *session) comesBack(t time.Time, quota bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.soonest.IsZero() || t.Before(s.soonest) {
 		s.soonest = t
+	}
+	if quota {
+		s.outOfQuota++
+	} else {
+		s.unavailable++
 	}
 }
 

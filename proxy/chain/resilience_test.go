@@ -521,3 +521,18 @@ func TestHedgedClientGoneCancelsEveryLane(t *testing.T) {
 		}
 	}
 }
+
+func TestEveryUpstreamOutOfQuotaSaysQuota(t *testing.T) {
+	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
+	r, _ := newClockedRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, "")}, `["a"]`, `, "never_skip_last": false`))
+	a.SetDefault(fv.Fault{Kind: fv.Status, Status: 429, Class: fv.ClassInsufficientQuota})
+	io.Copy(io.Discard, post(t, r.srv.URL+"/v1/chat/completions", chatBody).Body)
+	resp := post(t, r.srv.URL+"/v1/chat/completions", chatBody)
+	body, _ := io.ReadAll(resp.Body)
+	if a.Calls() != 1 || resp.StatusCode != 429 || !strings.Contains(string(body), "insufficient_quota") {
+		t.Errorf("calls %d, %d %s; want 1 call and the app's own 429 insufficient_quota", a.Calls(), resp.StatusCode, body)
+	}
+	if ra := resp.Header.Get("Retry-After"); ra != "600" {
+		t.Errorf("Retry-After %q; want 600 (the cooldown's end on detour's clock)", ra)
+	}
+}

@@ -34,6 +34,9 @@ type Registry struct {
 type Cooldown struct {
 	Until  time.Time
 	Reason string
+	// Class is the failure class that started it (quota_exhausted, …), so
+	// that an app told "nothing can answer" hears the real cause.
+	Class string
 }
 
 // New returns an empty registry.
@@ -60,12 +63,18 @@ func (r *Registry) CoolingDown(name string, now time.Time) (Cooldown, bool) {
 // shortens one already running: two concurrent quota errors with different
 // reset hints keep the later end.
 func (r *Registry) StartCooldown(name string, until time.Time, reason string) Cooldown {
+	return r.StartCooldownClass(name, until, "", reason)
+}
+
+// StartCooldownClass is StartCooldown for a cooldown started by a failure
+// of class.
+func (r *Registry) StartCooldownClass(name string, until time.Time, class, reason string) Cooldown {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if c, ok := r.cool[name]; ok && !until.After(c.Until) {
 		return c
 	}
-	c := Cooldown{Until: until, Reason: reason}
+	c := Cooldown{Until: until, Reason: reason, Class: class}
 	r.cool[name] = c
 	return c
 }
