@@ -378,3 +378,63 @@ func TestShutdownIsNotReadyWhileDraining(t *testing.T) {
 		t.Error("admin listener still open after Serve returned")
 	}
 }
+
+// TestStatusAndMetricsShowResilience: a dead primary opens its breaker; the
+// backup's limits, the cache and the route's tiers are all visible.
+func TestStatusAndMetricsShowResilience(t *testing.T) {
+	s := newSetup(t)
+	pol := fmt.Sprintf(`{
+  "upstreams": {
+    "primary": {"shape": "openai", "base_url": %q, "ca_file": %q, "auth": {"from": "client"}},
+    "backup":  {"shape": "openai", "base_url": %q, "ca_file": %q, "auth": {"file": %q}, "limits": {"rpm": 600, "concurrency": 4}}
+  },
+  "routes": [{"name": "r", "match": {"host": "api.openai.com", "path": "/v1/chat/completions"}, "tiers": {"hard": ["primary", "backup"], "easy": ["backup"]}}],
+  "breaker": {"consecutive_failures": 2, "open_for": "1h"},
+  "errors": {"classes": {"overloaded": {"retries": 0}, "server_error": {"retries": 1}}},
+  "hedge_after": "3s",
+  "cache": {"entries": 50, "allow_temperature": true}
+}`, s.primary.BaseURL(), s.primary.CAFile, s.backup.BaseURL(), s.backup.CAFile, s.keyFile)
+	h := detourtest.Start(t, pol)
+	s.primary.SetDefault(fv.Fault{Kind: fv.Status, Status: 503})
+	for range 4 {
+		if by := chat(t, h); by != "backup" {
+			t.Fatalf("answered by %q", by)
+		}
+	}
+	if s.primary.Calls() != 2 {
+		t.Errorf("primary called %d times; want 2 before its breaker opened", s.primary.Calls())
+	}
+	var st admin.StatusJSON
+	body := getJSON(t, h, "/status", &st)
+	p, b := st.Upstreams["primary"], st.Upstreams["backup"]
+	if p.Breaker == nil || p.Breaker.State != "open" || p.Breaker.Opens != 1 || p.Breaker.Until == nil || !strings.Contains(p.Breaker.Reason, "2 consecutive") {
+		t.Errorf("primary breaker = %+v; want open once, with an end and a reason", p.Breaker)
+	}
+	if b.Limits == nil || b.Limits.RPM != 600 || b.Limits.Concurrency != 4 || b.Limits.Burst != 10 || b.Limits.InFlight != 0 {
+		t.Errorf("backup limits = %+v", b.Limits)
+	}
+	if st.Cache == nil || st.Cache.Entries != 1 || st.Cache.MaxEntries != 50 {
+		t.Errorf("cache = %+v; want 1 of 50 entries (the four identical requests share one)", st.Cache)
+	}
+	if r := st.Resilience; r.HedgeAfter != "3s" || r.Retries["server_error"] != 1 || r.Retries["rate_limited"] != 1 || r.Breaker.ConsecutiveFailures != 2 {
+		t.Errorf("resilience = %+v", r)
+	}
+	if len(st.Routes) != 1 || len(st.Routes[0].Tiers["easy"]) != 1 {
+		t.Errorf("routes = %+v", st.Routes)
+	}
+	if strings.Contains(body, "SECRET") || strings.Contains(body, "127.0.0.1") {
+		t.Errorf("/status shows a key or a base URL:\n%s", body)
+	}
+	_, metrics := get(t, h, "/metrics")
+	for _, re := range []string{
+		`detour_breaker_state\{upstream="primary"\} 1`,
+		`detour_breaker_state\{upstream="backup"\} 0`,
+		`detour_cache_total\{result="stored"\} 4`,
+		`detour_attempts_total\{class="skipped",upstream="primary"\} 2`,
+		`detour_requests_total\{outcome="answered",route="r",tier="hard"\} 4`,
+	} {
+		if !regexp.MustCompile(re).MatchString(metrics) {
+			t.Errorf("/metrics does not match %s", re)
+		}
+	}
+}

@@ -24,6 +24,41 @@ type StatusJSON struct {
 	Upstreams map[string]UpstreamJSON `json:"upstreams"`
 	// Cache is the response cache; null when the policy has none.
 	Cache *CacheJSON `json:"cache"`
+	// Resilience is the policy's retry, breaker and hedging settings in
+	// effect, defaults filled in.
+	Resilience ResilienceJSON `json:"resilience"`
+	// Routes are the policy's routes with their chains (or tier chains).
+	Routes []RouteJSON `json:"routes"`
+}
+
+// ResilienceJSON is the retry, breaker and hedging settings in effect.
+type ResilienceJSON struct {
+	// Retries is the retries per class, for the classes that have some.
+	Retries             map[string]int `json:"retries"`
+	RetryBase           string         `json:"retry_base"`
+	RetryMax            string         `json:"retry_max"`
+	HonorRetryAfterUpTo string         `json:"honor_retry_after_up_to"`
+	// HedgeAfter is "0s" when hedging is off.
+	HedgeAfter    string `json:"hedge_after"`
+	NeverSkipLast bool   `json:"never_skip_last"`
+	Breaker       struct {
+		Enabled             bool    `json:"enabled"`
+		ConsecutiveFailures int     `json:"consecutive_failures"`
+		FailureRate         float64 `json:"failure_rate"`
+		ConsecutiveTimeouts int     `json:"consecutive_timeouts"`
+		TimeoutRate         float64 `json:"timeout_rate"`
+		Window              int     `json:"window"`
+		MinRequests         int     `json:"min_requests"`
+		OpenFor             string  `json:"open_for"`
+		HalfOpenProbes      int     `json:"half_open_probes"`
+	} `json:"breaker"`
+}
+
+// RouteJSON is one route: its chain, or its chain per tier.
+type RouteJSON struct {
+	Name  string              `json:"name"`
+	Chain []string            `json:"chain,omitempty"`
+	Tiers map[string][]string `json:"tiers,omitempty"`
 }
 
 // CacheJSON describes the response cache.
@@ -127,6 +162,19 @@ func (h *handler) statusOf(now time.Time) StatusJSON {
 			break
 		}
 	}
+	st.Resilience = resilienceOf(c)
+	for _, r := range c.Routes {
+		rj := RouteJSON{Name: r.Name}
+		if r.Tiers == nil {
+			rj.Chain = names(r.Chain)
+		} else {
+			rj.Tiers = map[string][]string{}
+			for t, ch := range r.Tiers {
+				rj.Tiers[t] = names(ch)
+			}
+		}
+		st.Routes = append(st.Routes, rj)
+	}
 	if c.Cache.Enabled {
 		st.Cache = &CacheJSON{MaxEntries: c.Cache.Entries, TTL: c.Cache.TTL.String(),
 			ServeStale: c.Cache.ServeStaleOnFailure, AllowTemperature: c.Cache.AllowTemperature}
@@ -158,6 +206,29 @@ func (h *handler) statusOf(now time.Time) StatusJSON {
 		st.Upstreams[name] = u
 	}
 	return st
+}
+
+func names(ups []*policy.Upstream) []string {
+	out := make([]string, len(ups))
+	for i, u := range ups {
+		out[i] = u.Name
+	}
+	return out
+}
+
+func resilienceOf(c *policy.Compiled) ResilienceJSON {
+	r := ResilienceJSON{Retries: map[string]int{}, RetryBase: c.Retry.Base.String(), RetryMax: c.Retry.Max.String(),
+		HonorRetryAfterUpTo: c.Retry.HonorRetryAfterUpTo.String(), HedgeAfter: c.HedgeAfter.String(), NeverSkipLast: c.NeverSkipLast}
+	for _, cl := range policy.Classes {
+		if a := c.Action(cl); a.Retries > 0 && a.Then == policy.Fallback {
+			r.Retries[string(cl)] = a.Retries
+		}
+	}
+	b := c.Breaker
+	r.Breaker.Enabled, r.Breaker.ConsecutiveFailures, r.Breaker.FailureRate = b.Enabled, b.ConsecutiveFailures, b.FailureRate
+	r.Breaker.ConsecutiveTimeouts, r.Breaker.TimeoutRate, r.Breaker.Window, r.Breaker.MinRequests = b.ConsecutiveTimeouts, b.TimeoutRate, b.Window, b.MinRequests
+	r.Breaker.OpenFor, r.Breaker.HalfOpenProbes = b.OpenFor.String(), b.HalfOpenProbes
+	return r
 }
 
 func breakerOf(b health.BreakerSnapshot, enabled bool) *BreakerJSON {
