@@ -169,6 +169,42 @@ func TestPolicyExplain(t *testing.T) {
 	}
 }
 
+func TestPolicyExplainTiersStaticAndResilience(t *testing.T) {
+	dir := t.TempDir()
+	pol := filepath.Join(dir, "p.json")
+	os.WriteFile(pol, []byte(`{
+  "upstreams": {
+    "openai": {"shape": "openai", "base_url": "https://api.openai.com/v1", "auth": {"from": "client"}, "limits": {"rpm": 120, "concurrency": 8}},
+    "local":  {"shape": "openai", "base_url": "http://127.0.0.1:11434/v1", "auth": {"none": true}, "models": {"*": "qwen"}},
+    "sorry":  {"shape": "static", "text": "Busy."}
+  },
+  "routes": [{"name": "chat", "match": {"host": "api.openai.com", "path": "/v1/chat/completions"},
+              "tiers": {"hard": ["openai", "sorry"], "easy": ["local", "openai", "sorry"]}}],
+  "classifier": {"easy_patterns": ["summar"]},
+  "hedge_after": "5s",
+  "cache": {}
+}`), 0o644)
+	req := filepath.Join(dir, "req.json")
+	os.WriteFile(req, []byte(`{"model": "gpt-4o", "messages": [{"role": "user", "content": "Summarize this."}]}`), 0o644)
+	out, _, err := runCmd(t, Policy, "explain", pol, "--request", req, "--admin", "off")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`tier:`, `easy (easy_pattern:"Summar")`, "1. local", "2. openai", "limits: 120 rpm (burst 2) 8 in flight",
+		`3. sorry`, `static: answers "Busy."`, "hedging:", "after 5s", "retries:", "rate_limited ×1",
+		"breaker:", "opens after 5 failures", "cache:", "temperature > 0 never cached",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("explain lacks %q:\n%s", want, out)
+		}
+	}
+	out, _, _ = runCmd(t, Policy, "explain", pol, "--request", req, "--admin", "off", "--tier", "hard")
+	if !strings.Contains(out, "hard (header:x-detour-tier)") || strings.Contains(out, "local") {
+		t.Errorf("--tier hard:\n%s", out)
+	}
+}
+
 func TestFakeVendorServesAndFails(t *testing.T) {
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	addr := ln.Addr().String()
