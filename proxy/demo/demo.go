@@ -126,6 +126,7 @@ func Run(ctx context.Context, opts Options) error {
   "upstreams": {%s},
   "routes": [{"name": "openai-chat", "match": {"host": "api.openai.com", "path": "/v1/chat/completions"}, "chain": ["openai", "backup", "local"]}],
   "errors": {"classes": {"quota_exhausted": {"cooldown": "1s"}}},
+  "breaker": {"open_for": "400ms", "half_open_probes": 2},
   "deadline": "10s"
 }`, strings.Join(ups, ",\n"))
 	if err := os.WriteFile(policyPath, []byte(pol), 0o644); err != nil {

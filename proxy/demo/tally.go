@@ -21,11 +21,14 @@ type tally struct {
 	failed    int
 	classes   map[string]map[string]int // upstream → class → count
 	skipped   map[string]int
+	// skippedBreaker counts the skips of an open (or probing) breaker;
+	// the rest of skipped are cooldowns.
+	skippedBreaker map[string]int
 	sample    *chain.Record
 }
 
 func newTally() *tally {
-	return &tally{answered: map[string]int{}, classes: map[string]map[string]int{}, skipped: map[string]int{}}
+	return &tally{answered: map[string]int{}, classes: map[string]map[string]int{}, skipped: map[string]int{}, skippedBreaker: map[string]int{}}
 }
 
 func (t *tally) add(r *chain.Record) {
@@ -42,6 +45,9 @@ func (t *tally) add(r *chain.Record) {
 		switch a.Outcome {
 		case chain.OutcomeSkipped:
 			t.skipped[a.Upstream]++
+			if strings.HasPrefix(a.Reason, "breaker") {
+				t.skippedBreaker[a.Upstream]++
+			}
 		case chain.OutcomeFallback:
 			fell = true
 			fallthrough
@@ -96,5 +102,11 @@ func (t *tally) table(w io.Writer, vendors []*fakevendor.Vendor, elapsed time.Du
 			fmt.Fprintf(w, "  %-7s %-9s %-16s %s\n", a.Upstream, a.Outcome, a.Class, a.Reason)
 		}
 	}
-	fmt.Fprintln(w, "\n(skipped = cooling down after a quota error: detour did not call it.)")
+	fmt.Fprintln(w, "\nskipped = detour did not call it:")
+	for _, spec := range cast {
+		if n := t.skipped[spec.name]; n > 0 {
+			b := t.skippedBreaker[spec.name]
+			fmt.Fprintf(w, "  %-7s %d while cooling down after a quota error, %d while its circuit breaker was open after repeated failures\n", spec.name, n-b, b)
+		}
+	}
 }
