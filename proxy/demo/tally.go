@@ -24,7 +24,7 @@ type tally struct {
 	// skippedBreaker counts the skips of an open (or probing) breaker;
 	// the rest of skipped are cooldowns.
 	skippedBreaker map[string]int
-	sample    *chain.Record
+	sample         *chain.Record
 }
 
 func newTally() *tally {
