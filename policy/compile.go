@@ -577,6 +577,9 @@ func (k *compiler) top(f *File) {
 		c.HedgeAfter = d
 	}
 	k.cache(f.Cache)
+	if f.State != nil && f.State.Backend != "" && f.State.Backend != "memory" {
+		k.errorf("state.backend", "only \"memory\" is available (state is kept per detour process); got %q", f.State.Backend)
+	}
 	// Before the routes: their tiers are checked against the undecided tier.
 	k.classifier(f.Classifier)
 	if f.Log != nil {

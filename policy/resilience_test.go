@@ -430,9 +430,7 @@ func TestRouteTiersErrors(t *testing.T) {
 }
 
 // designExample is DESIGN.md §3's example policy, which uses every field of
-// issue 4, with two changes it needs to compile today:
-//   - "state": {"backend": "memory"} is dropped: shared state is not in the
-//     schema yet, and unknown fields are errors;
+// issue 4, with one change it needs to compile:
 //   - the anthropic-messages route falls over to gemini instead of openai:
 //     "openai" forwards the app's own key and has no models mapping, and a
 //     route whose app speaks anthropic must not send either to OpenAI.
@@ -477,6 +475,7 @@ const designExample = `{
   "hedge_after": "0s",
   "never_skip_last": true,
   "deadline": "120s",
+  "state": {"backend": "memory"},
   "cache": {"entries": 10000, "ttl": "24h", "serve_stale_on_failure": true},
   "log": {"prompts": false}
 }`

@@ -58,6 +58,16 @@ type File struct {
 	// Cache keeps answers to serve when every upstream fails. Absent: no
 	// cache; present (even {}): on, with every field's default.
 	Cache *CacheFile `json:"cache,omitempty"`
+	// State says where cooldowns, breakers and limits live. Default
+	// memory (per detour process); a shared backend is planned.
+	State *StateFile `json:"state,omitempty"`
+}
+
+// StateFile chooses the health state backend.
+type StateFile struct {
+	// Backend is "memory", the only one so far: state is per process and
+	// survives policy reloads, not restarts. Default memory.
+	Backend string `json:"backend,omitempty"`
 }
 
 // CAFile names the CA certificate and key. Relative paths are resolved
