@@ -148,10 +148,11 @@ func (s *session) attempt(u *policy.Upstream, model string, last bool, ln *lane,
 	upReq, err := s.buildRequest(ctx, u, model, conv)
 	if err != nil {
 		// Only SetModel can fail here, and the body was already parsed.
-		finish(OutcomeStop, string(policy.ClassInvalidRequest), err.Error(), 0)
-		if s.claim(ln) {
-			s.writeAppError(http.StatusBadRequest, policy.ClassInvalidRequest, "detour: "+err.Error(), 0)
+		if !s.claim(ln) {
+			return s.unclaimed(finish, string(policy.ClassInvalidRequest), 0)
 		}
+		finish(OutcomeStop, string(policy.ClassInvalidRequest), err.Error(), 0)
+		s.writeAppError(http.StatusBadRequest, policy.ClassInvalidRequest, "detour: "+err.Error(), 0)
 		return stepDone
 	}
 	resp, err := s.r.Transports.For(u).RoundTrip(upReq)
@@ -230,8 +231,7 @@ func (s *session) attempt(u *policy.Upstream, model string, last bool, ln *lane,
 	// Commit: the whole answer is here and it is good — unless a hedged
 	// attempt committed first.
 	if !s.claim(ln) {
-		finish(OutcomeHedgeLost, "", "another upstream answered first", resp.StatusCode)
-		return stepDone
+		return s.unclaimed(finish, "", resp.StatusCode)
 	}
 	finish(OutcomeOK, "", "", resp.StatusCode)
 	h := s.w.Header()
@@ -287,8 +287,7 @@ func (s *session) failed(u *policy.Upstream, v policy.Verdict, f *failure, last 
 	}
 	if s.pol.Action(v.Class).Then == policy.Stop {
 		if !s.claim(a.ln) {
-			finish(OutcomeHedgeLost, string(v.Class), reason+"; another upstream answered first", f.status)
-			return stepDone
+			return s.unclaimed(finish, string(v.Class), f.status)
 		}
 		finish(OutcomeStop, string(v.Class), reason, f.status)
 		s.rec.Error = "stopped: " + string(v.Class)
@@ -298,7 +297,7 @@ func (s *session) failed(u *policy.Upstream, v policy.Verdict, f *failure, last 
 	wait, why, again := s.retryPlan(v, a.ar.Retry, cd != "")
 	if again {
 		finish(OutcomeRetry, string(v.Class), reason+"; retry in "+wait.Round(time.Millisecond).String()+why, f.status)
-		return step{kind: kindRetry, wait: wait}
+		return step{kind: kindRetry, wait: wait, fail: f}
 	}
 	finish(outcome, string(v.Class), reason+why, f.status)
 	s.addFailure(f)
@@ -358,8 +357,7 @@ func (s *session) streamAnswer(u *policy.Upstream, resp *http.Response, body *ti
 		}
 		// Commit point — unless a hedged attempt committed first.
 		if !s.claim(a.ln) {
-			finish(OutcomeHedgeLost, "", "another upstream answered first", resp.StatusCode)
-			return stepDone
+			return s.unclaimed(finish, "", resp.StatusCode)
 		}
 		finish(OutcomeOK, "", "", resp.StatusCode)
 		h := s.w.Header()

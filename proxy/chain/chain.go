@@ -249,6 +249,8 @@ type session struct {
 	// only when hedging); winner is the one that wrote to the app.
 	lanes  []*lane
 	winner *lane
+	// decided is closed by the winning claim (hedged runs only).
+	decided chan struct{}
 
 	// ireq is the app's request decoded, made on demand (tiers, static
 	// answers, the cache).

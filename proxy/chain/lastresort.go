@@ -55,6 +55,9 @@ type cacheEntry struct {
 // request, served only when every upstream failed. It lives in the Runner,
 // across policy reloads; a reload that changes cache.entries resizes it.
 type responseCache struct {
+	// mu makes add's replace-and-account and get's expiry check atomic;
+	// lru's own lock covers each call, not the sequence.
+	mu      sync.Mutex
 	lru     *lru.Cache[cacheKey, *cacheEntry]
 	entries int
 	bytes   atomic.Int64
@@ -69,6 +72,8 @@ func newResponseCache(entries int) *responseCache {
 }
 
 func (c *responseCache) add(k cacheKey, e *cacheEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if old, ok := c.lru.Peek(k); ok {
 		// Replacing an entry does not call the eviction callback.
 		c.bytes.Add(-int64(len(old.body)))
@@ -80,6 +85,22 @@ func (c *responseCache) add(k cacheKey, e *cacheEntry) {
 			break
 		}
 	}
+}
+
+// get returns the entry for k if it is younger than ttl at now; an older
+// one is dropped.
+func (c *responseCache) get(k cacheKey, now time.Time, ttl time.Duration) (*cacheEntry, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.lru.Get(k)
+	if !ok {
+		return nil, false
+	}
+	if now.Sub(e.at) >= ttl {
+		c.lru.Remove(k)
+		return nil, false
+	}
+	return e, true
 }
 
 // cacheFor returns the runner's response cache sized for pol.
@@ -170,13 +191,8 @@ func (s *session) serveCached() bool {
 	if !s.cacheable || !s.pol.Cache.ServeStaleOnFailure {
 		return false
 	}
-	c := s.r.cacheFor(s.pol)
-	e, ok := c.lru.Get(s.cacheKey)
+	e, ok := s.r.cacheFor(s.pol).get(s.cacheKey, s.r.now(), s.pol.Cache.TTL)
 	if !ok {
-		return false
-	}
-	if age := s.r.now().Sub(e.at); age >= s.pol.Cache.TTL {
-		c.lru.Remove(s.cacheKey)
 		return false
 	}
 	// Always rebuilt rather than replayed byte for byte: the app gets a
@@ -194,8 +210,13 @@ func (s *session) serveCached() bool {
 	return true
 }
 
-// serveStatic answers with a static upstream's text, in the app's shape.
+// serveStatic answers with a static upstream's text, in the app's shape —
+// unless the cache holds a real answer to this very request, which is the
+// better last resort.
 func (s *session) serveStatic(u *policy.Upstream) {
+	if s.serveCached() {
+		return
+	}
 	start := time.Now()
 	ct, body := s.synthesize(&ir.Response{Model: s.model, Parts: []ir.Part{{Kind: ir.PartText, Text: u.Text}}, Finish: ir.FinishStop})
 	s.mu.Lock()

@@ -150,3 +150,19 @@ func TestCacheStoresStreamsAndServesThemWhole(t *testing.T) {
 		})
 	}
 }
+
+func TestCachedAnswerBeatsTheStaticText(t *testing.T) {
+	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
+	r := newRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, ""), sorry}, `["a","sorry"]`, `, "cache": {"allow_temperature": true}`))
+	openaiText(t, post(t, r.srv.URL+"/v1/chat/completions", chatBody))
+	a.SetDefault(fv.Fault{Kind: fv.Status, Status: 503})
+	resp := post(t, r.srv.URL+"/v1/chat/completions", chatBody)
+	if got := openaiText(t, resp); got != "Hello from a." || resp.Header.Get(chain.HeaderAnsweredBy) != "cache" {
+		t.Errorf("answer %q by %q; want the cached answer", got, resp.Header.Get(chain.HeaderAnsweredBy))
+	}
+	// A request never answered before still gets the static text.
+	resp = post(t, r.srv.URL+"/v1/chat/completions", `{"model":"gpt-4o","messages":[{"role":"user","content":"new"}]}`)
+	if got := openaiText(t, resp); got != "The assistant is busy." {
+		t.Errorf("answer %q; want the static text", got)
+	}
+}

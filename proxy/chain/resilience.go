@@ -27,6 +27,10 @@ const (
 type step struct {
 	kind stepKind
 	wait time.Duration
+	// fail is a retried attempt's failure: it becomes the chain's failure
+	// if the retry never happens (the deadline passes during the wait, a
+	// gate refuses it), so the app hears what the upstream said.
+	fail *failure
 }
 
 // The two steps without a wait, as values, so that call sites read as words.
@@ -54,6 +58,10 @@ func (s *session) newLane(hedge bool) *lane {
 	ln := &lane{ctx: ctx, cancel: cancel, hedge: hedge, headers: make(chan struct{})}
 	s.mu.Lock()
 	s.lanes = append(s.lanes, ln)
+	if s.winner != nil {
+		// Another lane answered between the caller's check and here.
+		cancel()
+	}
 	s.mu.Unlock()
 	return ln
 }
@@ -84,17 +92,45 @@ func (s *session) claim(ln *lane) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.winner == nil {
+		if contextDone(s.req.Context()) {
+			// Nobody is left to answer: the lanes record the app going
+			// away instead.
+			return false
+		}
 		s.winner = ln
 		for _, o := range s.lanes {
 			if o != ln {
 				o.cancel()
 			}
 		}
+		if s.decided != nil {
+			close(s.decided)
+		}
 	}
 	return s.winner == ln
 }
 
-// lost reports whether another lane has answered.
+// isDecided reports whether a lane has claimed the app's response.
+func (s *session) isDecided() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.winner != nil
+}
+
+// unclaimed records an attempt that reached a point where it would write
+// to the app but may not: another lane answered, or the app went away.
+func (s *session) unclaimed(finish func(outcome, class, reason string, status int), class string, status int) step {
+	if s.lost(nil) {
+		finish(OutcomeHedgeLost, class, "another upstream answered first", status)
+		return stepDone
+	}
+	finish(OutcomeClientGone, class, "client went away", status)
+	s.clientGone("before the answer was written")
+	return stepDone
+}
+
+// lost reports whether a lane other than ln has answered (ln nil: any
+// lane).
 func (s *session) lost(ln *lane) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -294,23 +330,30 @@ func (s *session) retryPlan(v policy.Verdict, retry int, cooling bool) (wait tim
 // finished, kindNext when the chain should go on.
 func (s *session) runUpstream(u *policy.Upstream, model string, last bool, ln *lane) stepKind {
 	defer ln.gotHeaders()
+	var pending *failure
 	for retry := 0; ; retry++ {
 		g, ok := s.admit(u, last)
 		if !ok {
+			if pending != nil {
+				s.addFailure(pending)
+			}
 			return kindNext
 		}
 		st := s.attempt(u, model, last, ln, retry, g)
 		if st.kind != kindRetry {
 			return st.kind
 		}
+		pending = st.fail
 		if err := s.r.sleep(ln.ctx, st.wait); err != nil {
-			if contextDone(s.req.Context()) {
+			if contextDone(s.req.Context()) && !s.lost(ln) {
 				s.clientGone("while waiting to retry " + u.Name)
 			}
 			// Otherwise another lane answered during the wait.
 			return kindDone
 		}
 		if !time.Now().Before(s.deadline) {
+			s.addFailure(pending)
+			s.skipClass(u.Name, policy.ClassTimeout, "deadline "+s.pol.Deadline.String()+" passed while waiting to retry")
 			return kindNext
 		}
 	}
@@ -334,6 +377,15 @@ func (s *session) candidate(u *policy.Upstream) (model string, ok, halt bool) {
 	return m, true, false
 }
 
+// staticAfter returns the static upstream after chain[i], if any (the
+// policy allows one, last).
+func staticAfter(chain []*policy.Upstream, i int) *policy.Upstream {
+	if n := len(chain); i+1 < n && chain[n-1].Static {
+		return chain[n-1]
+	}
+	return nil
+}
+
 // runSequential walks the chain one upstream at a time.
 func (s *session) runSequential(chain []*policy.Upstream) bool {
 	for i, u := range chain {
@@ -343,6 +395,12 @@ func (s *session) runSequential(chain []*policy.Upstream) bool {
 		}
 		model, ok, halt := s.candidate(u)
 		if halt {
+			// The deadline ends the real upstreams, not the last resort
+			// that answers at once.
+			if st := staticAfter(chain, i); st != nil {
+				s.serveStatic(st)
+				return true
+			}
 			break
 		}
 		if !ok {
@@ -365,9 +423,11 @@ func (s *session) runSequential(chain []*policy.Upstream) bool {
 // the next upstream at once, as without hedging.
 func (s *session) runHedged(chain []*policy.Upstream) bool {
 	type result struct {
-		ln   *lane
-		kind stepKind
+		ln    *lane
+		kind  stepKind
+		panic any
 	}
+	s.decided = make(chan struct{})
 	results := make(chan result, len(chain))
 	running := 0
 	next := 0
@@ -379,6 +439,12 @@ func (s *session) runHedged(chain []*policy.Upstream) bool {
 	// start launches the next upstream that can be tried; false when none
 	// is left.
 	start := func(hedge bool) bool {
+		if s.isDecided() {
+			// A lane answered; its result may not be here yet (a stream
+			// reports when it ends), but nothing new may start.
+			next = len(chain)
+			return false
+		}
 		for next < len(chain) {
 			i := next
 			u := chain[next]
@@ -393,22 +459,38 @@ func (s *session) runHedged(chain []*policy.Upstream) bool {
 			}
 			model, ok, halt := s.candidate(u)
 			if halt {
+				if st := staticAfter(chain, i); st != nil {
+					staticAt = len(chain) - 1
+				}
 				next = len(chain)
 				return false
 			}
 			if !ok {
 				continue
 			}
-			ln := s.newLane(hedge)
+			// A lane started while another runs is a hedge, whether the
+			// timer or a failure made room for it.
+			ln := s.newLane(hedge || running > 0)
 			newest, newestAt = ln, time.Now()
 			running++
 			last := i == len(chain)-1
-			go func() { results <- result{ln, s.runUpstream(u, model, last, ln)} }()
+			go func() {
+				// A panic in a lane must not kill the process: it is
+				// handed to the request's goroutine, where net/http
+				// recovers it as it does without hedging.
+				defer func() {
+					if p := recover(); p != nil {
+						results <- result{ln: ln, kind: kindDone, panic: p}
+					}
+				}()
+				results <- result{ln: ln, kind: s.runUpstream(u, model, last, ln)}
+			}()
 			return true
 		}
 		return false
 	}
 
+	var panicked any
 	start(false)
 	for running > 0 {
 		var hedgeC <-chan time.Time
@@ -423,10 +505,25 @@ func (s *session) runHedged(chain []*policy.Upstream) bool {
 				headersC = newest.headers
 			}
 		}
+		decidedC := s.decided
+		if done {
+			decidedC = nil
+		}
 		select {
+		case <-decidedC:
+			// A lane claimed the answer: stop arming hedges; wait for
+			// the lanes to finish.
+			done = true
 		case r := <-results:
 			running--
 			r.ln.cancel()
+			if r.panic != nil && panicked == nil {
+				panicked = r.panic
+				done = true
+				for _, o := range s.lanes {
+					o.cancel()
+				}
+			}
 			if r.kind == kindDone && !done {
 				done = true
 				// The request is finished: a lane answered or stopped it
@@ -446,6 +543,9 @@ func (s *session) runHedged(chain []*policy.Upstream) bool {
 		if timer != nil {
 			timer.Stop()
 		}
+	}
+	if panicked != nil {
+		panic(panicked)
 	}
 	if done {
 		return true
