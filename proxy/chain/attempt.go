@@ -101,7 +101,7 @@ func (t *timedReader) Read(p []byte) (int, error) {
 // It says whether the request is finished (answered, stopped, or the app
 // went away), should go on to the next upstream, or should try this one
 // again after a wait.
-func (s *session) attempt(u *policy.Upstream, model string, last bool, ln *lane, retry int, g gate) step {
+func (s *session) attempt(u *policy.Upstream, model string, last bool, ln *lane, retry int, g gate, conv *conversion) step {
 	start := time.Now()
 	a := &att{ln: ln, idx: -1, gate: g, ar: AttemptRecord{Upstream: u.Name, Model: model, Retry: retry, Hedge: ln.hedge}}
 	// In flight for /status until the attempt is over, a stream's last
@@ -128,19 +128,7 @@ func (s *session) attempt(u *policy.Upstream, model string, last bool, ln *lane,
 	}
 	timer.arm(bounded(u.Timeouts.FirstByte, phaseFirstByte))
 
-	var conv *conversion
-	if u.Shape != s.app {
-		var reason string
-		conv, reason = s.convert(u, model)
-		if conv == nil {
-			// What this upstream cannot take is not dropped silently: the
-			// upstream is skipped, for this request only, and the chain
-			// goes on.
-			v := policy.Verdict{Class: policy.ClassInvalidRequest, Reason: reason}
-			finish(OutcomeSkipped, string(v.Class), reason, 0)
-			s.addFailure(&failure{upstream: u.Name, verdict: v})
-			return stepNext
-		}
+	if conv != nil {
 		a.ar.Translated = true
 		a.ar.Notes = conv.notes
 	}

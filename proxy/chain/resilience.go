@@ -332,6 +332,24 @@ func (s *session) runUpstream(u *policy.Upstream, model string, last bool, ln *l
 	defer ln.gotHeaders()
 	var pending *failure
 	for retry := 0; ; retry++ {
+		// Translated before the gates, so that an upstream that cannot
+		// take this request spends none of its rpm tokens, concurrency
+		// slots or half-open probes on it. Made afresh for every try: a
+		// conversion holds one attempt's stream state.
+		var conv *conversion
+		if u.Shape != s.app {
+			var reason string
+			if conv, reason = s.convert(u, model); conv == nil {
+				// What this upstream cannot take is not dropped silently:
+				// it is skipped, for this request only, and the chain
+				// goes on.
+				s.mu.Lock()
+				s.rec.Attempts = append(s.rec.Attempts, AttemptRecord{Upstream: u.Name, Model: model, Class: string(policy.ClassInvalidRequest), Outcome: OutcomeSkipped, Reason: reason, Retry: retry})
+				s.failures = append(s.failures, &failure{upstream: u.Name, verdict: policy.Verdict{Class: policy.ClassInvalidRequest, Reason: reason}})
+				s.mu.Unlock()
+				return kindNext
+			}
+		}
 		g, ok := s.admit(u, last)
 		if !ok {
 			if pending != nil {
@@ -339,7 +357,7 @@ func (s *session) runUpstream(u *policy.Upstream, model string, last bool, ln *l
 			}
 			return kindNext
 		}
-		st := s.attempt(u, model, last, ln, retry, g)
+		st := s.attempt(u, model, last, ln, retry, g, conv)
 		if st.kind != kindRetry {
 			return st.kind
 		}
