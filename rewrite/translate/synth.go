@@ -263,20 +263,9 @@ func newToolCallID(app rewrite.Shape) string {
 // open; whether the upstream itself finished is for the caller to know.
 func DecodeAnswer(shape rewrite.Shape, body []byte, stream bool) (*ir.Response, error) {
 	if !stream {
-		var r *ir.Response
-		var err error
-		switch shape {
-		case rewrite.OpenAI:
-			r, err = openai.DecodeResponse(body)
-		case rewrite.Anthropic:
-			r, err = anthropic.DecodeResponse(body)
-		case rewrite.Gemini:
-			r, err = gemini.DecodeResponse(body)
-		default:
-			err = fmt.Errorf("translate: decode answer: unknown shape %q", shape)
-		}
+		r, err := decodeResponse(shape, body)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("translate: decode answer: %w", err)
 		}
 		if r.Parts == nil {
 			r.Parts = []ir.Part{} // as a streamed answer has: "parts":[] in JSON

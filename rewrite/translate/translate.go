@@ -73,18 +73,7 @@ func EncodeRequest(req *ir.Request, up rewrite.Shape, o ir.EncodeOptions) (Upstr
 // app's shape. req is the app's request (its model is echoed back, and its
 // JSON mode decides whether Anthropic's forced JSON tool is unwrapped).
 func Response(req *ir.Request, app, up rewrite.Shape, body []byte) ([]byte, error) {
-	var r *ir.Response
-	var err error
-	switch up {
-	case rewrite.OpenAI:
-		r, err = openai.DecodeResponse(body)
-	case rewrite.Anthropic:
-		r, err = anthropic.DecodeResponse(body)
-	case rewrite.Gemini:
-		r, err = gemini.DecodeResponse(body)
-	default:
-		err = fmt.Errorf("unknown shape %q", up)
-	}
+	r, err := decodeResponse(up, body)
 	if err != nil {
 		return nil, err
 	}
@@ -100,6 +89,19 @@ func Response(req *ir.Request, app, up rewrite.Shape, body []byte) ([]byte, erro
 		return gemini.EncodeResponse(r, req.Model)
 	}
 	return nil, fmt.Errorf("unknown shape %q", app)
+}
+
+// decodeResponse decodes a whole answer of shape into IR.
+func decodeResponse(shape rewrite.Shape, body []byte) (*ir.Response, error) {
+	switch shape {
+	case rewrite.OpenAI:
+		return openai.DecodeResponse(body)
+	case rewrite.Anthropic:
+		return anthropic.DecodeResponse(body)
+	case rewrite.Gemini:
+		return gemini.DecodeResponse(body)
+	}
+	return nil, fmt.Errorf("unknown shape %q", shape)
 }
 
 // unwrapJSONTool turns the forced JSON tool's call back into the text the
