@@ -7,8 +7,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -534,5 +536,87 @@ func TestEveryUpstreamOutOfQuotaSaysQuota(t *testing.T) {
 	}
 	if ra := resp.Header.Get("Retry-After"); ra != "600" {
 		t.Errorf("Retry-After %q; want 600 (the cooldown's end on detour's clock)", ra)
+	}
+}
+
+// TestFailoverStormDoesNotFlattenTheBackup: the primary is dead and ten
+// requests arrive at once; the backup, limited to 3 in flight, never sees
+// more than 3 — the rest go on to the static last resort at once instead of
+// queueing.
+func TestFailoverStormDoesNotFlattenTheBackup(t *testing.T) {
+	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
+	a.SetDefault(fv.Fault{Kind: fv.Status, Status: 503})
+	release := make(chan struct{})
+	var inFlight, peak atomic.Int64
+	backup := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		<-release
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"from backup"},"finish_reason":"stop"}]}`)
+	}))
+	defer backup.Close()
+	defer close(release)
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	writeCert(t, caFile, backup)
+	b := fmt.Sprintf(`"b": {"shape": "openai", "base_url": %q, "ca_file": %q, "auth": {"from": "client"}, "limits": {"concurrency": 3}}`, backup.URL+"/v1", caFile)
+	r := newRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, ""), b, sorry}, `["a","b","sorry"]`, `, "breaker": {"enabled": false}`))
+
+	const n = 10
+	answers := make(chan string, n)
+	for range n {
+		go func() {
+			req, _ := http.NewRequest(http.MethodPost, r.srv.URL+"/v1/chat/completions", strings.NewReader(chatBody))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				answers <- err.Error()
+				return
+			}
+			defer resp.Body.Close()
+			answers <- resp.Header.Get(chain.HeaderAnsweredBy)
+		}()
+	}
+	// Seven requests find the backup full and get the static answer
+	// without waiting for it.
+	for range n - 3 {
+		if by := <-answers; by != "sorry" {
+			t.Fatalf("answered by %q while the backup holds 3; want sorry", by)
+		}
+	}
+	// The three that hold the backup's slots reach it (TLS and all).
+	deadline := time.Now().Add(5 * time.Second)
+	for inFlight.Load() < 3 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if got := inFlight.Load(); got != 3 {
+		t.Errorf("backup in flight %d; want 3", got)
+	}
+	release <- struct{}{}
+	release <- struct{}{}
+	release <- struct{}{}
+	for range 3 {
+		if by := <-answers; by != "b" {
+			t.Errorf("answered by %q; want b", by)
+		}
+	}
+	if p := peak.Load(); p > 3 {
+		t.Errorf("backup saw %d requests at once; want at most 3", p)
+	}
+	limited := 0
+	for _, rec := range r.records {
+		for _, at := range rec.Attempts {
+			if at.Upstream == "b" && at.Class == "local_limit" {
+				limited++
+			}
+		}
+	}
+	if limited != n-3 {
+		t.Errorf("%d local_limit skips of b; want %d", limited, n-3)
 	}
 }
