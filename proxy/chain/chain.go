@@ -169,8 +169,14 @@ func (r *Runner) passthrough(w http.ResponseWriter, req *http.Request, t Target,
 			pr.Out.URL.Host = host
 			pr.Out.Host = host
 			// The app's request reached detour as a proxy request; do not
-			// announce detour to the vendor.
+			// announce detour to the vendor, nor pass on detour's own
+			// request headers (x-detour-tier).
 			pr.Out.Header.Del("X-Forwarded-For")
+			for k := range pr.Out.Header {
+				if strings.HasPrefix(k, "X-Detour-") {
+					pr.Out.Header.Del(k)
+				}
+			}
 		},
 		Transport:     r.Passthrough,
 		FlushInterval: -1,
