@@ -203,7 +203,19 @@ func (s *session) attempt(u *policy.Upstream, model string, last bool, ln *lane,
 		v := s.pol.ClassifyFor(u.Name, policy.Outcome{Shape: u.Shape, Err: err, Timeout: timer.firedPhase()}, s.r.now())
 		return s.failed(u, v, &failure{upstream: u.Name, verdict: v}, last, a, finish)
 	}
-	v := s.pol.ClassifyFor(u.Name, policy.Outcome{Shape: u.Shape, Status: resp.StatusCode, Header: resp.Header, Body: full}, s.r.now())
+	usageBody := full
+	var v policy.Verdict
+	if elems, isArray := geminiArray(u, s.stream, conv, full); isArray {
+		// A Gemini stream asked for without alt=sse: one JSON array of
+		// chunks. It was read whole, so an error chunk anywhere in it can
+		// still fall over.
+		v = s.classifyGeminiArray(u, resp, elems)
+		if len(elems) > 0 {
+			usageBody = elems[len(elems)-1]
+		}
+	} else {
+		v = s.pol.ClassifyFor(u.Name, policy.Outcome{Shape: u.Shape, Status: resp.StatusCode, Header: resp.Header, Body: full}, s.r.now())
+	}
 	if v.Class != policy.ClassNone {
 		return s.failed(u, v, &failure{upstream: u.Name, verdict: v, status: resp.StatusCode, header: resp.Header, body: full, foreign: conv != nil}, last, a, finish)
 	}
@@ -240,10 +252,56 @@ func (s *session) attempt(u *policy.Upstream, model string, last bool, ln *lane,
 	} else {
 		s.store(answer, false)
 	}
-	if use, ok := rewrite.ExtractUsage(u.Shape, full); ok {
+	if use, ok := rewrite.ExtractUsage(u.Shape, usageBody); ok {
 		s.rec.Usage = use
 	}
 	return stepDone
+}
+
+// geminiArray reports whether full is a Gemini stream in its JSON-array
+// form (streamGenerateContent without alt=sse, on the fast path), and
+// splits it into chunks. A body that is not an array is not one (an error
+// object, an HTML page): the usual classification judges it. elems is nil
+// for an array that does not parse (truncated).
+func geminiArray(u *policy.Upstream, stream bool, conv *conversion, full []byte) (elems []json.RawMessage, ok bool) {
+	if u.Shape != rewrite.Gemini || !stream || conv != nil {
+		return nil, false
+	}
+	t := bytes.TrimSpace(full)
+	if len(t) == 0 || t[0] != '[' {
+		return nil, false
+	}
+	if err := json.Unmarshal(t, &elems); err != nil {
+		return nil, true
+	}
+	return elems, true
+}
+
+// classifyGeminiArray judges a Gemini array stream: whole JSON, at least
+// one chunk, and no chunk carrying an error.
+func (s *session) classifyGeminiArray(u *policy.Upstream, resp *http.Response, elems []json.RawMessage) policy.Verdict {
+	if elems == nil {
+		return policy.Verdict{Class: policy.ClassBadResponse, Reason: "200 stream array is not whole JSON"}
+	}
+	if len(elems) == 0 {
+		return policy.Verdict{Class: policy.ClassBadResponse, Reason: "200 stream array is empty"}
+	}
+	for _, e := range elems {
+		var probe struct {
+			Error json.RawMessage `json:"error"`
+		}
+		if json.Unmarshal(e, &probe) != nil {
+			return policy.Verdict{Class: policy.ClassBadResponse, Reason: "200 stream array holds a chunk that is not an object"}
+		}
+		if probe.Error != nil {
+			v := s.pol.ClassifyFor(u.Name, policy.Outcome{Shape: u.Shape, Status: resp.StatusCode, Header: resp.Header, Body: e, InStream: true}, s.r.now())
+			if v.Class == policy.ClassNone {
+				v.Class, v.Reason = policy.ClassServerError, "in-stream error"
+			}
+			return v
+		}
+	}
+	return policy.Verdict{}
 }
 
 func (s *session) answeredBy(name string) {
@@ -342,6 +400,14 @@ func (s *session) streamAnswer(u *policy.Upstream, resp *http.Response, body *ti
 			f := &failure{upstream: u.Name, verdict: v, status: resp.StatusCode, header: resp.Header, inStream: true,
 				prefix: bytes.Clone(pending.Bytes()), body: bytes.Clone(conv.event(ev))}
 			return s.failed(u, v, f, last, a, finish)
+		}
+		if !wholeEvent(ev) {
+			// The would-be first content is not JSON (a truncated chunk, a
+			// proxy's page inside the stream): nothing has reached the app
+			// yet, so it falls over rather than commit a broken answer.
+			// After the commit point such an event is passed on as is.
+			v := policy.Verdict{Class: policy.ClassBadResponse, Reason: "first stream event is not JSON"}
+			return s.failed(u, v, &failure{upstream: u.Name, verdict: v}, last, a, finish)
 		}
 		// Commit point — unless a hedged attempt committed first.
 		if !s.claim(a.ln) {

@@ -384,19 +384,20 @@ func (s *session) clientGone(why string) {
 // (capped by max_cooldown).
 func (s *session) cooldown(upstream string, v policy.Verdict) string {
 	act := s.pol.Action(v.Class)
-	now := s.r.now()
-	until := time.Time{}
-	if act.Cooldown > 0 {
-		until = now.Add(act.Cooldown)
+	if act.Cooldown <= 0 {
+		// The class's cooldown is the switch: "0s" turns cooldowns off,
+		// the vendor's reset time included.
+		return ""
 	}
-	if !v.ResetAt.IsZero() && v.ResetAt.After(until) && act.Cooldown > 0 {
+	now := s.r.now()
+	until := now.Add(act.Cooldown)
+	if v.ResetAt.After(now) {
+		// The vendor said when the quota comes back: that long, sooner
+		// or later than the configured cooldown, up to max_cooldown.
 		until = v.ResetAt
 		if limit := now.Add(act.MaxCooldown); until.After(limit) {
 			until = limit
 		}
-	}
-	if until.IsZero() {
-		return ""
 	}
 	cd := s.r.Health.StartCooldownClass(upstream, until, string(v.Class), v.Reason)
 	return "cooldown until " + cd.Until.UTC().Format(time.RFC3339)

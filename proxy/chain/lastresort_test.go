@@ -166,3 +166,27 @@ func TestCachedAnswerBeatsTheStaticText(t *testing.T) {
 		t.Errorf("answer %q; want the static text", got)
 	}
 }
+
+// TestGeminiArrayStreamFaultsFallOver: a Gemini stream asked for without
+// alt=sse is one JSON array; an error chunk in it, or an array cut short,
+// falls over like its SSE twin.
+func TestGeminiArrayStreamFaultsFallOver(t *testing.T) {
+	for _, f := range []fv.Fault{{Kind: fv.StreamErrorEarly}, {Kind: fv.StreamErrorMid}, {Kind: fv.StreamEOF}, {Kind: fv.StreamCut}} {
+		t.Run(string(f.Kind), func(t *testing.T) {
+			a := detourtest.NewVendor(t, rewrite.Gemini, "a")
+			b := detourtest.NewVendor(t, rewrite.Gemini, "b")
+			pol := fmt.Sprintf(`{"upstreams": {%s, %s}, "routes": [{"name": "r", "match": {"host": %q}, "chain": ["a", "b"]}]}`,
+				upstreamJSON("a", a, ""), upstreamJSON("b", b, ""), rewrite.Gemini.DefaultHost())
+			r := newRunner(t, rewrite.Gemini.DefaultHost(), pol)
+			a.Script(f)
+			resp := post(t, r.srv.URL+"/v1beta/models/gemini-2.5-flash:streamGenerateContent", `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`)
+			all, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != 200 || resp.Header.Get(chain.HeaderAnsweredBy) != "b" || !strings.HasPrefix(strings.TrimSpace(string(all)), "[") {
+				t.Errorf("%d by %q: %.300s; want b's array", resp.StatusCode, resp.Header.Get(chain.HeaderAnsweredBy), all)
+			}
+			if got := trail(r.record(t)); !strings.HasPrefix(got, "a:fallback:") || !strings.HasSuffix(got, "b:ok") {
+				t.Errorf("attempts %q", got)
+			}
+		})
+	}
+}

@@ -220,12 +220,12 @@ func TestReviewRetryThatDoesNotHappenKeepsItsFailure(t *testing.T) {
 		a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
 		a.SetDefault(fv.Fault{Kind: fv.Status, Status: 500})
 		r := newReviewRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, "")}, `["a"]`,
-			`, "deadline": "300ms", "retry": {"base": "1ms", "max": "1ms"}, "errors": {"classes": {"server_error": {"retries": 1}}}`),
+			`, "deadline": "2s", "retry": {"base": "1ms", "max": "1ms"}, "errors": {"classes": {"server_error": {"retries": 1}}}`),
 			func(cr *chain.Runner) {
 				// A wait that ends late (a loaded scheduler, a GC pause): the
 				// wait was shorter than what was left, the wake-up is not.
 				cr.Sleep = func(ctx context.Context, d time.Duration) error {
-					time.Sleep(400 * time.Millisecond)
+					time.Sleep(2200 * time.Millisecond)
 					return ctx.Err()
 				}
 			})
