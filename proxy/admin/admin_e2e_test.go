@@ -416,7 +416,8 @@ func TestStatusAndMetricsShowResilience(t *testing.T) {
 	if st.Cache == nil || st.Cache.Entries != 1 || st.Cache.MaxEntries != 50 {
 		t.Errorf("cache = %+v; want 1 of 50 entries (the four identical requests share one)", st.Cache)
 	}
-	if r := st.Resilience; r.HedgeAfter != "3s" || r.Retries["server_error"] != 1 || r.Retries["rate_limited"] != 1 || r.Breaker.ConsecutiveFailures != 2 {
+	if r := st.Resilience; r.HedgeAfter != "3s" || r.Retries["server_error"] != 1 || r.Retries["rate_limited"] != 1 || r.Breaker.ConsecutiveFailures != 2 ||
+		r.Cooldowns["quota_exhausted"].Cooldown != "10m0s" || r.Classifier.Undecided != "hard" || r.Classifier.LongInputChars != 2000 {
 		t.Errorf("resilience = %+v", r)
 	}
 	if len(st.Routes) != 1 || len(st.Routes[0].Tiers["easy"]) != 1 {

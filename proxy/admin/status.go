@@ -38,6 +38,11 @@ type ResilienceJSON struct {
 	RetryBase           string         `json:"retry_base"`
 	RetryMax            string         `json:"retry_max"`
 	HonorRetryAfterUpTo string         `json:"honor_retry_after_up_to"`
+	// Cooldowns is the cooldown and its cap per class, for the classes
+	// that have one.
+	Cooldowns map[string]CooldownJSON `json:"cooldowns"`
+	// Classifier is the request tier classifier's settings.
+	Classifier ClassifierJSON `json:"classifier"`
 	// HedgeAfter is "0s" when hedging is off.
 	HedgeAfter    string `json:"hedge_after"`
 	NeverSkipLast bool   `json:"never_skip_last"`
@@ -52,6 +57,21 @@ type ResilienceJSON struct {
 		OpenFor             string  `json:"open_for"`
 		HalfOpenProbes      int     `json:"half_open_probes"`
 	} `json:"breaker"`
+}
+
+// CooldownJSON is one class's cooldown setting.
+type CooldownJSON struct {
+	Cooldown    string `json:"cooldown"`
+	MaxCooldown string `json:"max_cooldown"`
+}
+
+// ClassifierJSON is the tier classifier's thresholds (its patterns stay
+// in the policy file).
+type ClassifierJSON struct {
+	LongInputChars int    `json:"long_input_chars"`
+	CodeBlocks     int    `json:"code_blocks"`
+	Files          int    `json:"files"`
+	Undecided      string `json:"undecided"`
 }
 
 // RouteJSON is one route: its chain, or its chain per tier.
@@ -219,10 +239,18 @@ func names(ups []*policy.Upstream) []string {
 func resilienceOf(c *policy.Compiled) ResilienceJSON {
 	r := ResilienceJSON{Retries: map[string]int{}, RetryBase: c.Retry.Base.String(), RetryMax: c.Retry.Max.String(),
 		HonorRetryAfterUpTo: c.Retry.HonorRetryAfterUpTo.String(), HedgeAfter: c.HedgeAfter.String(), NeverSkipLast: c.NeverSkipLast}
+	r.Cooldowns = map[string]CooldownJSON{}
 	for _, cl := range policy.Classes {
-		if a := c.Action(cl); a.Retries > 0 && a.Then == policy.Fallback {
+		a := c.Action(cl)
+		if a.Retries > 0 && a.Then == policy.Fallback {
 			r.Retries[string(cl)] = a.Retries
 		}
+		if a.Cooldown > 0 {
+			r.Cooldowns[string(cl)] = CooldownJSON{Cooldown: a.Cooldown.String(), MaxCooldown: a.MaxCooldown.String()}
+		}
+	}
+	if k := c.Classifier; k != nil {
+		r.Classifier = ClassifierJSON{LongInputChars: k.LongInputChars, CodeBlocks: k.CodeBlocks, Files: k.Files, Undecided: k.Undecided}
 	}
 	b := c.Breaker
 	r.Breaker.Enabled, r.Breaker.ConsecutiveFailures, r.Breaker.FailureRate = b.Enabled, b.ConsecutiveFailures, b.FailureRate
