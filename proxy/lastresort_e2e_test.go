@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/detour-proxy/detour/proxy/detourtest"
 	"github.com/detour-proxy/detour/rewrite"
@@ -64,5 +65,63 @@ func TestStaticAndCacheAnswersParseInEverySDK(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestHedgingAndRetriesWithEverySDK: through the real proxy (CONNECT, TLS
+// interception), a primary that hangs is hedged by a translated backup and
+// a primary that is overloaded once is retried; each official SDK, streaming
+// or not, sees one clean answer.
+func TestHedgingAndRetriesWithEverySDK(t *testing.T) {
+	for _, app := range rewrite.Shapes {
+		for _, stream := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s stream %v", app, stream), func(t *testing.T) {
+				primary := detourtest.NewVendor(t, app, "primary")
+				backup := detourtest.NewVendor(t, otherShape(app), "backup")
+				pol := crossPolicy(t, app, primary, backup)
+				pol = pol[:len(pol)-2] + `, "hedge_after": "100ms", "retry": {"base": "1ms", "max": "2ms"}, "errors": {"classes": {"overloaded": {"retries": 1}}}}`
+				h := detourtest.Start(t, pol)
+
+				primary.Script(fv.Fault{Kind: fv.Hang, Delay: 20 * time.Second})
+				got := newAppClient(t, app, h).ask(t, stream, false)
+				if got.text != "Hello from backup." || got.finish == "" {
+					t.Fatalf("hedged: text %q finish %q; want the backup's", got.text, got.finish)
+				}
+				rec := h.WaitRecords(t, 1)[0]
+				if outcomes(rec) != "primary:hedge_lost,backup:ok" {
+					t.Errorf("hedged attempts %s", outcomes(rec))
+				}
+				waitIdle(t, primary)
+
+				primary.Script(fv.Fault{Kind: fv.Status, Status: 503, Class: fv.ClassOverloaded})
+				got = newAppClient(t, app, h).ask(t, stream, false)
+				if got.text != "Hello from primary." {
+					t.Fatalf("retried: text %q; want the primary's after one retry", got.text)
+				}
+				rs := h.WaitRecords(t, 2)
+				if got := outcomes(rs[1]); got != "primary:retry:overloaded,primary:ok" {
+					t.Errorf("retried attempts %s", got)
+				}
+			})
+		}
+	}
+}
+
+func otherShape(s rewrite.Shape) rewrite.Shape {
+	if s == rewrite.Anthropic {
+		return rewrite.OpenAI
+	}
+	return rewrite.Anthropic
+}
+
+// waitIdle waits for a fake vendor's requests to end (a cancelled hang).
+func waitIdle(t *testing.T, v *detourtest.Vendor) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for v.InFlight() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the losing upstream's request is still in flight: not cancelled")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

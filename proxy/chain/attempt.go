@@ -103,7 +103,7 @@ func (t *timedReader) Read(p []byte) (int, error) {
 // again after a wait.
 func (s *session) attempt(u *policy.Upstream, model string, last bool, ln *lane, retry int, g gate, conv *conversion) step {
 	start := time.Now()
-	a := &att{ln: ln, idx: -1, gate: g, ar: AttemptRecord{Upstream: u.Name, Model: model, Retry: retry, Hedge: ln.hedge}}
+	a := &att{ln: ln, idx: -1, gate: g, ar: AttemptRecord{Upstream: u.Name, Model: model, Retry: retry, Hedge: ln.hedge, seq: s.nextSeq()}}
 	// In flight for /status until the attempt is over, a stream's last
 	// event included.
 	s.r.Health.Begin(u.Name)

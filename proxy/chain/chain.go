@@ -8,6 +8,7 @@
 package chain
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -16,9 +17,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httputil"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -134,6 +137,7 @@ func (r *Runner) Serve(w http.ResponseWriter, req *http.Request, t Target) {
 	w.Header().Set(HeaderRequestID, rec.ID)
 	defer func() {
 		rec.Total = time.Since(rec.Start)
+		slices.SortStableFunc(rec.Attempts, func(a, b AttemptRecord) int { return cmp.Compare(a.seq, b.seq) })
 		rec.Log(r.Log)
 		if r.OnRecord != nil {
 			r.OnRecord(rec)
@@ -257,6 +261,7 @@ type session struct {
 	winner *lane
 	// decided is closed by the winning claim (hedged runs only).
 	decided chan struct{}
+	seqs    atomic.Int64
 
 	// ireq is the app's request decoded, made on demand (tiers, static
 	// answers, the cache).
@@ -368,8 +373,11 @@ func (s *session) skip(upstream, reason string) {
 func (s *session) skipClass(upstream string, class policy.Class, reason string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.rec.Attempts = append(s.rec.Attempts, AttemptRecord{Upstream: upstream, Class: string(class), Outcome: OutcomeSkipped, Reason: reason})
+	s.rec.Attempts = append(s.rec.Attempts, AttemptRecord{Upstream: upstream, Class: string(class), Outcome: OutcomeSkipped, Reason: reason, seq: s.nextSeq()})
 }
+
+// nextSeq numbers attempts in the order they start.
+func (s *session) nextSeq() int64 { return s.seqs.Add(1) }
 
 func (s *session) clientGone(why string) {
 	// Hedged lanes may all see the app go away at once.

@@ -48,6 +48,9 @@ type AttemptRecord struct {
 	Retry int
 	// Hedge marks an attempt started beside a slow one (hedge_after).
 	Hedge bool
+	// seq orders attempts by when they started: hedged attempts are
+	// recorded as they end, and the log lists them in chain order.
+	seq int64
 }
 
 // healthResult says how an attempt counts towards its upstream's recent

@@ -344,7 +344,7 @@ func (s *session) runUpstream(u *policy.Upstream, model string, last bool, ln *l
 				// it is skipped, for this request only, and the chain
 				// goes on.
 				s.mu.Lock()
-				s.rec.Attempts = append(s.rec.Attempts, AttemptRecord{Upstream: u.Name, Model: model, Class: string(policy.ClassInvalidRequest), Outcome: OutcomeSkipped, Reason: reason, Retry: retry})
+				s.rec.Attempts = append(s.rec.Attempts, AttemptRecord{Upstream: u.Name, Model: model, Class: string(policy.ClassInvalidRequest), Outcome: OutcomeSkipped, Reason: reason, Retry: retry, seq: s.nextSeq()})
 				s.failures = append(s.failures, &failure{upstream: u.Name, verdict: policy.Verdict{Class: policy.ClassInvalidRequest, Reason: reason}})
 				s.mu.Unlock()
 				return kindNext
