@@ -7,12 +7,10 @@ package chain_test
 import (
 	"bytes"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -65,30 +63,13 @@ func (l *auditLog) lines(t *testing.T) []map[string]any {
 // the canonical log line kept.
 func newAuditRunner(t *testing.T, host, policyJSON string, clk *clock) (*runner, *auditLog) {
 	t.Helper()
-	pol, err := policy.Compile("policy.json", []byte(policyJSON), policy.Options{BaseDir: t.TempDir(), DefaultCADir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	logs := &auditLog{}
-	r := &runner{health: health.New()}
-	cr := &chain.Runner{
-		Policy:     func() *policy.Compiled { return pol },
-		Health:     r.health,
-		Transports: &chain.Transports{},
-		Log:        zerolog.New(logs),
-		OnRecord: func(rec *chain.Record) {
-			r.mu.Lock()
-			r.records = append(r.records, rec)
-			r.mu.Unlock()
-		},
-	}
-	if clk != nil {
-		cr.Now, cr.Sleep = clk.Now, clk.Sleep
-	}
-	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		cr.Serve(w, req, chain.Target{Host: host, Mode: "base_url"})
-	}))
-	t.Cleanup(r.srv.Close)
+	r := startRunner(t, host, policyJSON, func(cr *chain.Runner) {
+		cr.Log = zerolog.New(logs)
+		if clk != nil {
+			cr.Now, cr.Sleep = clk.Now, clk.Sleep
+		}
+	})
 	return r, logs
 }
 
@@ -96,16 +77,7 @@ func newAuditRunner(t *testing.T, host, policyJSON string, clk *clock) (*runner,
 // Anthropic spend-limit message names the 1st of the fake's next month).
 func newTimedVendor(t *testing.T, shape rewrite.Shape, name string, now func() time.Time) *detourtest.Vendor {
 	t.Helper()
-	f := fv.New(shape, fv.Options{Name: name, Now: now})
-	srv := httptest.NewUnstartedServer(f)
-	srv.EnableHTTP2 = true
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	caFile := filepath.Join(t.TempDir(), name+"-ca.pem")
-	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return &detourtest.Vendor{Vendor: f, Server: srv, CAFile: caFile}
+	return detourtest.NewVendorWith(t, shape, fv.Options{Name: name, Now: now})
 }
 
 // rawShapedUpstream is rawUpstream for any shape.
@@ -427,13 +399,7 @@ func TestAuditHedgedStreamFirstLaneWins(t *testing.T) {
 			if got["a"].Outcome != chain.OutcomeOK || got["b"].Outcome != chain.OutcomeHedgeLost || !got["b"].Hedge {
 				t.Errorf("attempts %q (b hedge %v); want a ok, b hedge_lost as a hedge", trail(rec), got["b"].Hedge)
 			}
-			deadline := time.Now().Add(5 * time.Second)
-			for b.InFlight() != 0 && time.Now().Before(deadline) {
-				time.Sleep(5 * time.Millisecond)
-			}
-			if b.InFlight() != 0 {
-				t.Error("the losing hedge is still in flight")
-			}
+			waitIdle(t, b, "the losing hedge is still in flight")
 			ls := logs.lines(t)
 			line := fmt.Sprint(ls[len(ls)-1]["attempts"])
 			if !strings.Contains(line, "hedge_lost") || !strings.Contains(line, "hedge:true") {

@@ -39,6 +39,13 @@ type runner struct {
 
 func newRunner(t *testing.T, host, policyJSON string) *runner {
 	t.Helper()
+	return startRunner(t, host, policyJSON, nil)
+}
+
+// startRunner is newRunner with a hook that adjusts the Runner before it
+// serves (a virtual clock, a log writer, a transport override).
+func startRunner(t *testing.T, host, policyJSON string, tune func(*chain.Runner)) *runner {
+	t.Helper()
 	pol, err := policy.Compile("policy.json", []byte(policyJSON), policy.Options{BaseDir: t.TempDir(), DefaultCADir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -55,11 +62,27 @@ func newRunner(t *testing.T, host, policyJSON string) *runner {
 			r.mu.Unlock()
 		},
 	}
+	if tune != nil {
+		tune(cr)
+	}
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		cr.Serve(w, req, chain.Target{Host: host, Mode: "base_url"})
 	}))
 	t.Cleanup(r.srv.Close)
 	return r
+}
+
+// waitIdle waits for a fake vendor's requests to end, failing the test
+// when one is still in flight after 5 s (a loser that was not cancelled).
+func waitIdle(t *testing.T, v *detourtest.Vendor, what string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for v.InFlight() != 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if v.InFlight() != 0 {
+		t.Error(what)
+	}
 }
 
 func (r *runner) record(t *testing.T) *chain.Record {

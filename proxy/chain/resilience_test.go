@@ -14,9 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
-	"github.com/detour-proxy/detour/policy"
 	"github.com/detour-proxy/detour/proxy/chain"
 	"github.com/detour-proxy/detour/proxy/detourtest"
 	"github.com/detour-proxy/detour/proxy/health"
@@ -63,29 +60,8 @@ func (c *clock) Sleeps() []time.Duration {
 // newClockedRunner is newRunner with a virtual clock.
 func newClockedRunner(t *testing.T, host, policyJSON string) (*runner, *clock) {
 	t.Helper()
-	pol, err := policy.Compile("policy.json", []byte(policyJSON), policy.Options{BaseDir: t.TempDir(), DefaultCADir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	c := newClock()
-	r := &runner{health: health.New()}
-	cr := &chain.Runner{
-		Policy:     func() *policy.Compiled { return pol },
-		Health:     r.health,
-		Transports: &chain.Transports{},
-		Log:        zerolog.New(io.Discard),
-		Now:        c.Now,
-		Sleep:      c.Sleep,
-		OnRecord: func(rec *chain.Record) {
-			r.mu.Lock()
-			r.records = append(r.records, rec)
-			r.mu.Unlock()
-		},
-	}
-	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		cr.Serve(w, req, chain.Target{Host: host, Mode: "base_url"})
-	}))
-	t.Cleanup(r.srv.Close)
+	r := startRunner(t, host, policyJSON, func(cr *chain.Runner) { cr.Now, cr.Sleep = c.Now, c.Sleep })
 	return r, c
 }
 
@@ -407,13 +383,7 @@ func TestHedgeStartsNextWhenSlowAndLoserIsCancelled(t *testing.T) {
 				t.Errorf("attempts %q (b hedge=%v); want a hedge_lost, b ok as a hedge", trail(rec), got["b"].Hedge)
 			}
 			// The loser's request is cancelled, not left to hang.
-			deadline := time.Now().Add(5 * time.Second)
-			for a.InFlight() != 0 && time.Now().Before(deadline) {
-				time.Sleep(5 * time.Millisecond)
-			}
-			if a.InFlight() != 0 {
-				t.Error("the losing upstream's request is still in flight")
-			}
+			waitIdle(t, a, "the losing upstream's request is still in flight")
 			if st := r.health.Breaker("a", time.Now()); st.ConsecutiveTimeouts != 0 || st.ConsecutiveFailures != 0 {
 				t.Errorf("a hedge loser counted against its breaker: %+v", st)
 			}

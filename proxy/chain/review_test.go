@@ -11,7 +11,6 @@ import (
 	"io"
 	"log"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strings"
@@ -20,45 +19,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
-	"github.com/detour-proxy/detour/policy"
 	"github.com/detour-proxy/detour/proxy/chain"
 	"github.com/detour-proxy/detour/proxy/detourtest"
-	"github.com/detour-proxy/detour/proxy/health"
 	"github.com/detour-proxy/detour/rewrite"
 	fv "github.com/detour-proxy/detour/rewrite/fakevendor"
 )
-
-// newReviewRunner is newRunner with a hook to change the Runner before it
-// serves (a transport override, a sleep).
-func newReviewRunner(t *testing.T, host, policyJSON string, tune func(*chain.Runner)) *runner {
-	t.Helper()
-	pol, err := policy.Compile("policy.json", []byte(policyJSON), policy.Options{BaseDir: t.TempDir(), DefaultCADir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &runner{health: health.New()}
-	cr := &chain.Runner{
-		Policy:     func() *policy.Compiled { return pol },
-		Health:     r.health,
-		Transports: &chain.Transports{},
-		Log:        zerolog.New(io.Discard),
-		OnRecord: func(rec *chain.Record) {
-			r.mu.Lock()
-			r.records = append(r.records, rec)
-			r.mu.Unlock()
-		},
-	}
-	if tune != nil {
-		tune(cr)
-	}
-	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		cr.Serve(w, req, chain.Target{Host: host, Mode: "base_url"})
-	}))
-	t.Cleanup(r.srv.Close)
-	return r
-}
 
 // rtFunc is an in-memory upstream transport (chain.Transports.Override):
 // requests are told apart by URL host.
@@ -155,7 +120,7 @@ func TestReviewHedgeStartsNoUpstreamAfterAWinner(t *testing.T) {
 			return jsonResponse(req, 503, overloadedBody), nil
 		}
 	})
-	r := newReviewRunner(t, "api.openai.com", openaiPolicy([]string{memUpstream("a", ""), memUpstream("b", ""), memUpstream("c", "")}, `["a","b","c"]`,
+	r := startRunner(t, "api.openai.com", openaiPolicy([]string{memUpstream("a", ""), memUpstream("b", ""), memUpstream("c", "")}, `["a","b","c"]`,
 		`, "hedge_after": "100ms", "breaker": {"enabled": false}`), func(cr *chain.Runner) { cr.Transports = &chain.Transports{Override: rt} })
 
 	type result struct {
@@ -219,7 +184,7 @@ func TestReviewRetryThatDoesNotHappenKeepsItsFailure(t *testing.T) {
 	t.Run("deadline passes during the wait", func(t *testing.T) {
 		a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
 		a.SetDefault(fv.Fault{Kind: fv.Status, Status: 500})
-		r := newReviewRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, "")}, `["a"]`,
+		r := startRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, "")}, `["a"]`,
 			`, "deadline": "2s", "retry": {"base": "1ms", "max": "1ms"}, "errors": {"classes": {"server_error": {"retries": 1}}}`),
 			func(cr *chain.Runner) {
 				// A wait that ends late (a loaded scheduler, a GC pause): the
@@ -294,7 +259,7 @@ func TestReviewPanicInSequentialAttemptReleasesItsSlot(t *testing.T) {
 		}
 		return jsonResponse(req, 200, `{"id":"x","object":"chat.completion","created":1,"model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"Hello from a."},"finish_reason":"stop"}]}`), nil
 	})
-	r := newReviewRunner(t, "api.openai.com", openaiPolicy([]string{memUpstream("a", `, "limits": {"concurrency": 1}`)}, `["a"]`, ""),
+	r := startRunner(t, "api.openai.com", openaiPolicy([]string{memUpstream("a", `, "limits": {"concurrency": 1}`)}, `["a"]`, ""),
 		func(cr *chain.Runner) { cr.Transports = &chain.Transports{Override: rt} })
 	r.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 	req, _ := http.NewRequest(http.MethodPost, r.srv.URL+"/v1/chat/completions", strings.NewReader(chatBody))
@@ -322,7 +287,7 @@ func TestReviewPanicInAHedgedLaneIsNotFatal(t *testing.T) {
 			}
 			return jsonResponse(req, 200, `{"id":"x","object":"chat.completion","created":1,"model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"Hello from b."},"finish_reason":"stop"}]}`), nil
 		})
-		r := newReviewRunner(t, "api.openai.com", openaiPolicy([]string{memUpstream("a", ""), memUpstream("b", "")}, `["a","b"]`, `, "hedge_after": "50ms"`),
+		r := startRunner(t, "api.openai.com", openaiPolicy([]string{memUpstream("a", ""), memUpstream("b", "")}, `["a","b"]`, `, "hedge_after": "50ms"`),
 			func(cr *chain.Runner) { cr.Transports = &chain.Transports{Override: rt} })
 		req, _ := http.NewRequest(http.MethodPost, r.srv.URL+"/v1/chat/completions", strings.NewReader(chatBody))
 		if resp, err := http.DefaultClient.Do(req); err == nil {

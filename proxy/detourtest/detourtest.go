@@ -221,7 +221,15 @@ func (v *Vendor) BaseURL() string {
 // NewVendor starts a fake vendor of shape that answers "Hello from <name>.".
 func NewVendor(tb testing.TB, shape rewrite.Shape, name string) *Vendor {
 	tb.Helper()
-	fv := fakevendor.New(shape, fakevendor.Options{Name: name})
+	return NewVendorWith(tb, shape, fakevendor.Options{Name: name})
+}
+
+// NewVendorWith starts a fake vendor of shape with opts (a clock, Gemini
+// ids, strict validation); opts.Name names it.
+func NewVendorWith(tb testing.TB, shape rewrite.Shape, opts fakevendor.Options) *Vendor {
+	tb.Helper()
+	name := opts.Name
+	fv := fakevendor.New(shape, opts)
 	srv := httptest.NewUnstartedServer(fv)
 	srv.EnableHTTP2 = true
 	srv.StartTLS()
