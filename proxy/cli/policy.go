@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"github.com/detour-proxy/detour/policy"
+	"github.com/detour-proxy/detour/proxy/chain"
 	"github.com/detour-proxy/detour/rewrite"
+	"github.com/detour-proxy/detour/rewrite/ir"
 	"github.com/detour-proxy/detour/rewrite/translate"
 )
 
@@ -371,29 +373,17 @@ func defaultPath(s rewrite.Shape) string {
 	return "/v1/chat/completions"
 }
 
-// explainTier classifies the request as the chain would: the header
-// override, else the classifier over the decoded prompt.
+// explainTier classifies the request exactly as the chain would, adding
+// why the prompt could not be read (the log line leaves that out).
 func explainTier(c *policy.Compiled, route *policy.Route, body []byte, urlPath, header string) (string, []string) {
-	var reasons []string
-	if h := strings.ToLower(strings.TrimSpace(header)); h != "" {
-		if _, ok := route.Tiers[h]; ok {
-			return h, []string{"header:x-detour-tier"}
-		}
-		reasons = append(reasons, "header:x-detour-tier names no tier of this route: "+h)
-	}
-	tier := c.Classifier.Undecided
-	req, err := translate.DecodeRequest(route.Shape, body, strings.TrimPrefix(urlPath, route.Shape.APIRoot()))
-	if err != nil {
-		reasons = append(reasons, "prompt unreadable: "+err.Error())
-	} else {
-		last, chars, files := req.PromptStats()
-		var why []string
-		tier, why = c.Classifier.Classify(policy.TierInput{Text: last, InputChars: chars, Files: files})
-		reasons = append(reasons, why...)
-	}
-	if _, ok := route.Tiers[tier]; !ok {
-		reasons = append(reasons, "route has no tier "+tier+"; using "+c.Classifier.Undecided)
-		tier = c.Classifier.Undecided
+	var decodeErr error
+	tier, reasons := chain.Tier(c, route, header, func() (*ir.Request, error) {
+		req, err := translate.DecodeRequest(route.Shape, body, strings.TrimPrefix(urlPath, route.Shape.APIRoot()))
+		decodeErr = err
+		return req, err
+	})
+	if decodeErr != nil {
+		reasons = append(reasons, decodeErr.Error())
 	}
 	return tier, reasons
 }
