@@ -66,7 +66,18 @@ func (s *session) newLane(hedge bool) *lane {
 	return ln
 }
 
-func (ln *lane) gotHeaders() { ln.once.Do(func() { close(ln.headers) }) }
+func (ln *lane) gotHeaders() {
+	if ln.headers != nil {
+		ln.once.Do(func() { close(ln.headers) })
+	}
+}
+
+// soloLane is the one lane of a chain walked one upstream at a time:
+// nothing races it, so it needs no context, cancel or headers signal of its
+// own, and the common path pays for none.
+func (s *session) soloLane() *lane {
+	return &lane{ctx: s.req.Context(), cancel: func() {}}
+}
 
 // att is one attempt's bookkeeping: its log record, where the record sits
 // in rec.Attempts once written, and what it holds from the gates.
@@ -406,6 +417,7 @@ func staticAfter(chain []*policy.Upstream, i int) *policy.Upstream {
 
 // runSequential walks the chain one upstream at a time.
 func (s *session) runSequential(chain []*policy.Upstream) bool {
+	var solo *lane
 	for i, u := range chain {
 		if u.Static {
 			s.serveStatic(u)
@@ -424,9 +436,10 @@ func (s *session) runSequential(chain []*policy.Upstream) bool {
 		if !ok {
 			continue
 		}
-		ln := s.newLane(false)
-		k := s.runUpstream(u, model, i == len(chain)-1, ln)
-		ln.cancel()
+		if solo == nil {
+			solo = s.soloLane()
+		}
+		k := s.runUpstream(u, model, i == len(chain)-1, solo)
 		if k == kindDone {
 			return true
 		}
