@@ -1,0 +1,310 @@
+// Command loadharness measures a real detour process from outside: it builds
+// detour, runs it as a child process against an in-process fake vendor on
+// loopback, drives load through it, and reads the child's resource use from
+// /proc and its admin /metrics. It is a measuring tool for people, not a test:
+// the figures it prints go in README and in issue notes, and nothing asserts
+// on them.
+//
+//	go run ./internal/loadharness streams -n 1000
+//
+// streams opens N streaming chat requests through detour (base-URL mode),
+// waits until every one has received its first content event, and reports
+// the child's RSS, goroutines and open file descriptors while they are held,
+// then closes them all and reports the same figures after a settle period.
+//
+// Linux only (it reads /proc). The proxy may be pinned to one core with
+// --cpu (taskset), so that its figures do not depend on the load generator.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/detour-proxy/detour/rewrite"
+	"github.com/detour-proxy/detour/rewrite/fakevendor"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "loadharness:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprintln(stdout, "usage: go run ./internal/loadharness streams [-n N] [--settle 5s] [--cpu 1] [--detour BIN]")
+		return nil
+	}
+	switch args[0] {
+	case "streams":
+		return streams(args[1:], stdout, stderr)
+	default:
+		return fmt.Errorf("unknown command %q (known: streams)", args[0])
+	}
+}
+
+func streams(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("streams", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	n := fs.Int("n", 1000, "streams held open at once")
+	settle := fs.Duration("settle", 5*time.Second, "wait after closing the streams before measuring again")
+	cpu := fs.String("cpu", "", "pin detour to this CPU list with taskset (e.g. 1); empty: not pinned")
+	bin := fs.String("detour", "", "detour binary to measure; empty: go build the module's main package")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+
+	dir, err := os.MkdirTemp("", "detour-loadharness-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if *bin == "" {
+		*bin = filepath.Join(dir, "detour")
+		build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", *bin, ".")
+		build.Stdout, build.Stderr = stderr, stderr
+		if err := build.Run(); err != nil {
+			return fmt.Errorf("go build (run from the module root): %w", err)
+		}
+	}
+
+	// The vendor stalls every stream after its first content events until
+	// the client goes away: a held, committed stream, as a long generation is.
+	vendor := fakevendor.New(rewrite.OpenAI, fakevendor.Options{Name: "harness"})
+	vendor.SetDefault(fakevendor.Fault{Kind: fakevendor.StreamStall, Delay: time.Hour})
+	vln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	vsrv := &http.Server{Handler: vendor, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = vsrv.Serve(vln) }()
+	defer vsrv.Close()
+
+	pol := fmt.Sprintf(`{
+  "listen": "127.0.0.1:0", "admin_listen": "127.0.0.1:0",
+  "ca": {"cert_file": "ca.pem", "key_file": "ca-key.pem"},
+  "upstreams": {"fake": {"shape": "openai", "base_url": "http://%s/v1", "auth": {"none": true}, "timeouts": {"idle": "1h"}}},
+  "routes": [{"name": "chat", "match": {"host": "api.openai.com", "path": "/v1/chat/completions"}, "chain": ["fake"]}]
+}`, vln.Addr())
+	polPath := filepath.Join(dir, "policy.json")
+	if err := os.WriteFile(polPath, []byte(pol), 0o644); err != nil {
+		return err
+	}
+
+	child, err := startDetour(*bin, polPath, *cpu, stderr)
+	if err != nil {
+		return err
+	}
+	defer child.stop()
+
+	before, err := child.sample()
+	if err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	tr := &http.Transport{MaxIdleConnsPerHost: -1, DisableCompression: true}
+	client := &http.Client{Transport: tr}
+	var wg sync.WaitGroup
+	committed := make(chan error, *n)
+	body := `{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"Say hello."}]}`
+	for i := 0; i < *n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+child.listen+"/openai/v1/chat/completions", strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := client.Do(req)
+			if err != nil {
+				committed <- err
+				return
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				committed <- fmt.Errorf("status %d", resp.StatusCode)
+				return
+			}
+			r := bufio.NewReader(resp.Body)
+			for {
+				line, err := r.ReadString('\n')
+				if err != nil {
+					committed <- fmt.Errorf("stream ended before its first content: %w", err)
+					return
+				}
+				if strings.Contains(line, `"content"`) {
+					break
+				}
+			}
+			committed <- nil
+			_, _ = io.Copy(io.Discard, r) // hold until cancelled
+		}()
+	}
+	deadline := time.After(2 * time.Minute)
+	for i := 0; i < *n; i++ {
+		select {
+		case err := <-committed:
+			if err != nil {
+				cancel()
+				return fmt.Errorf("stream %d: %w", i, err)
+			}
+		case <-deadline:
+			cancel()
+			return fmt.Errorf("only %d of %d streams committed within 2m", i, *n)
+		}
+	}
+	held, err := child.sample()
+	if err != nil {
+		cancel()
+		return err
+	}
+	cancel()
+	wg.Wait()
+	tr.CloseIdleConnections()
+	time.Sleep(*settle) // a measurement's settle period, not a synchronisation
+	after, err := child.sample()
+	if err != nil {
+		return err
+	}
+
+	fmt.Fprintf(stdout, "detour with %d open streams (base-URL mode, one fake OpenAI vendor on loopback)\n\n", *n)
+	fmt.Fprintf(stdout, "| when | RSS MiB | peak RSS MiB | goroutines | open fds |\n|---|---|---|---|---|\n")
+	for _, s := range []struct {
+		name string
+		s    sample
+	}{{"idle, before", before}, {fmt.Sprintf("%d streams held", *n), held}, {fmt.Sprintf("%s after close", *settle), after}} {
+		fmt.Fprintf(stdout, "| %s | %.1f | %.1f | %d | %d |\n", s.name, s.s.rssMiB, s.s.hwmMiB, s.s.goroutines, s.s.fds)
+	}
+	fmt.Fprintf(stdout, "\nper stream while held: %.1f KiB RSS, %.1f goroutines\n",
+		(held.rssMiB-before.rssMiB)*1024/float64(*n), float64(held.goroutines-before.goroutines)/float64(*n))
+	return nil
+}
+
+// detourChild is a running detour process.
+type detourChild struct {
+	cmd    *exec.Cmd
+	listen string
+	admin  string
+	done   chan error
+}
+
+// startDetour runs `detour serve` and waits for its "detour is listening"
+// line, which names the ports it got.
+func startDetour(bin, policyPath, cpu string, stderr io.Writer) (*detourChild, error) {
+	args := []string{bin, "serve", "--policy", policyPath}
+	if cpu != "" {
+		args = append([]string{"taskset", "-c", cpu}, args...)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Dir = filepath.Dir(policyPath)
+	out, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	c := &detourChild{cmd: cmd, done: make(chan error, 1)}
+	lines := make(chan map[string]any)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			var m map[string]any
+			if json.Unmarshal(sc.Bytes(), &m) == nil && m["message"] == "detour is listening" {
+				lines <- m
+			}
+		}
+		close(lines)
+		c.done <- cmd.Wait()
+	}()
+	select {
+	case m, ok := <-lines:
+		if !ok {
+			return nil, errors.New("detour exited before listening")
+		}
+		c.listen, _ = m["listen"].(string)
+		c.admin = strings.TrimPrefix(fmt.Sprint(m["admin"]), "http://")
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		return nil, errors.New("detour did not say it was listening within 30s")
+	}
+	go func() {
+		for range lines {
+		}
+	}()
+	return c, nil
+}
+
+func (c *detourChild) stop() {
+	_ = c.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-c.done:
+	case <-time.After(40 * time.Second):
+		_ = c.cmd.Process.Kill()
+	}
+}
+
+// sample is the child's resource use at one moment.
+type sample struct {
+	rssMiB, hwmMiB float64
+	goroutines     int
+	fds            int
+}
+
+func (c *detourChild) pid() int {
+	// Under taskset the child is taskset until it execs detour, which has the
+	// same pid.
+	return c.cmd.Process.Pid
+}
+
+func (c *detourChild) sample() (sample, error) {
+	var s sample
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.pid()))
+	if err != nil {
+		return s, err
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+		switch k {
+		case "VmRSS":
+			s.rssMiB = kb / 1024
+		case "VmHWM":
+			s.hwmMiB = kb / 1024
+		}
+	}
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", c.pid()))
+	if err != nil {
+		return s, err
+	}
+	s.fds = len(fds)
+	resp, err := http.Get("http://" + c.admin + "/metrics")
+	if err != nil {
+		return s, fmt.Errorf("scraping detour's metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "go_goroutines "); ok {
+			s.goroutines, _ = strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
+	return s, sc.Err()
+}
