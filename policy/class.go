@@ -1,6 +1,6 @@
 package policy
 
-// Class is the failure class of one upstream attempt (DESIGN.md §4). The
+// Class is the failure class of one upstream attempt (docs/architecture.md#failure-classes). The
 // empty class means the attempt succeeded.
 type Class string
 
@@ -15,7 +15,7 @@ const (
 	ClassTimeout        Class = "timeout"
 	// ClassUnreachable is a transport failure before any HTTP response:
 	// connection refused or reset, DNS failure, upstream TLS verification
-	// failure. Not in DESIGN.md's first table; added so that an operator can
+	// failure. Not among the classes detour started with; added so that an operator can
 	// tell "the vendor said 5xx" from "we never reached the vendor".
 	ClassUnreachable    Class = "unreachable"
 	ClassContextTooLong Class = "context_too_long"

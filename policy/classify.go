@@ -28,7 +28,7 @@ import (
 type Outcome struct {
 	// Shape is the upstream's shape. Classification reads all three vendor
 	// envelopes whatever the shape, because OpenAI-compatible servers send
-	// other vendors' envelopes (provider-errors.md §6, §7).
+	// other vendors' envelopes (docs/vendors.md#openai-compatible-servers).
 	Shape rewrite.Shape
 	// Status is the HTTP status; 0 when no response arrived.
 	Status int
@@ -43,7 +43,7 @@ type Outcome struct {
 	InStream bool
 	// Err is the transport error when Status is 0. The caller must not
 	// classify an attempt that failed because the app's own context was
-	// canceled: that is no upstream failure (STYLE.md §4), and Classify
+	// canceled: that is no upstream failure (docs/architecture.md#when-the-app-goes-away), and Classify
 	// would call it unreachable.
 	Err error
 	// Timeout is "", "connect", "first_byte" or "idle": set by the caller
@@ -77,11 +77,11 @@ type Verdict struct {
 	Reason string
 }
 
-// Classify decides the class of one upstream attempt (DESIGN.md §4). It is a
+// Classify decides the class of one upstream attempt (docs/architecture.md#how-a-class-is-decided). It is a
 // pure function of its arguments: it reads the status, the headers and the
 // error body's type, code and message, never the status alone, because
-// vendors put very different failures behind one status (provider-errors.md
-// §8).
+// vendors put very different failures behind one status
+// (docs/vendors.md#when-the-status-misleads).
 func Classify(o Outcome, now time.Time) Verdict {
 	if o.Timeout != "" {
 		return Verdict{Class: ClassTimeout, Reason: "timeout " + logToken(o.Timeout)}
@@ -119,7 +119,7 @@ func Classify(o Outcome, now time.Time) Verdict {
 			return v
 		}
 		// OpenRouter answers 200 and puts the error in the body
-		// (provider-errors.md §6); so can a failed Responses object. Only
+		// (docs/vendors.md#openai-compatible-servers); so can a failed Responses object. Only
 		// decode when an "error" key can be there: the fast path stays a
 		// scan.
 		if !bytes.Contains(body, []byte(`"error"`)) {
@@ -168,7 +168,7 @@ func Classify(o Outcome, now time.Time) Verdict {
 		if v.ResetAt.IsZero() && v.RetryAfter >= longRetryHint {
 			// "Please retry after 86400 seconds" names the reset time too,
 			// relative to now; the cooldown should last that long
-			// (provider-errors.md §8: "Cool down for the hinted time").
+			// (docs/vendors.md#azure-openai-errors: cool down for the hinted time).
 			v.ResetAt = now.Add(v.RetryAfter)
 		}
 	}
@@ -268,12 +268,12 @@ type rule struct {
 
 // longRetryHint is the retry hint from which a 429 is a quota, not a rate
 // limit. A rate window is a minute or so; Azure answers an exhausted daily
-// quota with "retry after 86400 seconds" (provider-errors.md §2, §8). At or
+// quota with "retry after 86400 seconds" (docs/vendors.md#azure-openai-errors). At or
 // above the default quota cooldown, waiting is what a cooldown is for.
 const longRetryHint = 10 * time.Minute
 
 // contextPhrases are the messages that mean the prompt does not fit the
-// model's window, from every server we know (provider-errors.md §2–4, §7,
+// model's window, from every server we know (docs/vendors.md#openai-compatible-servers,
 // after litellm's exception_mapping_utils.py).
 var contextPhrases = []string{
 	"prompt is too long",                        // Anthropic 400
@@ -282,7 +282,7 @@ var contextPhrases = []string{
 	"exceeds the available context size",        // llama.cpp 400
 	"is longer than the model's context length", // litellm's list
 	"context is too long", "context too long",   // Gemini 500 INTERNAL, listed for "input context too long" (gem-docs)
-	"exceed context limit", // Anthropic "input length and `max_tokens` exceed context limit" ⚠ not in provider-errors.md
+	"exceed context limit", // Anthropic "input length and `max_tokens` exceed context limit" ⚠ (docs/vendors.md#anthropic-errors)
 }
 
 // zeroLimit matches Gemini's "limit: 0, model: …": the key has no quota at
@@ -294,13 +294,13 @@ var zeroLimit = regexp.MustCompile(`limit: 0(?:[^0-9.]|$)`)
 // "quota exceeded" / "exceeded your quota" wordings.
 var quotaSpent = regexp.MustCompile(`out of [a-z ]*quota|quota will be replenished|quota (?:is |has been )?exceeded|exceeded (?:your |the )?(?:[a-z]+ )?quota`)
 
-// rules is the built-in classification table (DESIGN.md §4). errors.rules in
+// rules is the built-in classification table (docs/architecture.md#how-a-class-is-decided). errors.rules in
 // the policy override its verdict (Compiled.ClassifyFor).
 var rules = []rule{
 	// Billing and quota first: OpenAI insufficient_quota and Anthropic
 	// enforced_spend_limit_reached arrive as 429 and Anthropic's "credit
 	// balance is too low" as 400, which would otherwise read as a rate
-	// limit or a bad request (provider-errors.md §8). Retrying never helps;
+	// limit or a bad request (docs/vendors.md#when-the-status-misleads). Retrying never helps;
 	// a cooldown does.
 	{ClassQuotaExhausted, "", func(f *facts) bool {
 		// OpenAI: insufficient_quota (type and code), the spend-limit codes
@@ -428,7 +428,7 @@ var rules = []rule{
 	}},
 
 	// Everything else the caller got wrong: 400, 404 (model_not_found
-	// included, DESIGN.md §4), 409, 413, 422 and unknown 4xx.
+	// included: docs/vendors.md#when-the-status-misleads), 409, 413, 422 and unknown 4xx.
 	{ClassInvalidRequest, "", func(f *facts) bool {
 		return (f.status >= 400 && f.status < 500) ||
 			f.is("invalid_request_error", "not_found_error", "request_too_large", "conflict_error",

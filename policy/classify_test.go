@@ -22,14 +22,14 @@ import (
 // so that America/Los_Angeles is on daylight time (UTC−7).
 var classifyNow = time.Date(2026, 8, 21, 10, 0, 0, 0, time.UTC)
 
-// Bodies from shared/reference/provider-errors.md, quoted exactly, "…"
+// Bodies of the cases in docs/vendors.md, quoted exactly from its sources, "…"
 // included. Where the reference elides part of a JSON structure ("[…]",
 // "{…"), the elision is filled so that the body stays valid JSON, and the
 // constant says so. Bodies marked "constructed" are not quoted anywhere: the
 // reference documents only their type, code or message, and the rest is the
 // vendor's envelope around it.
 const (
-	// §2 OpenAI.
+	// OpenAI: docs/vendors.md#openai-errors.
 	oaiTPM             = `{"error":{"message":"Rate limit reached for gpt-4o in organization org-… on tokens per min (TPM): Limit 30000, Used 14567, Requested 24754. Please try again in 18.642s. …","type":"tokens","param":null,"code":"rate_limit_exceeded"}}`
 	oaiRequestTooLarge = `{"error":{"message":"Request too large for gpt-4o … Limit 30000, Requested 30601. The input or output tokens must be reduced…","type":"tokens","param":null,"code":"rate_limit_exceeded"}}`
 	oaiQuota           = `{"error":{"message":"You exceeded your current quota, please check your plan and billing details. For more information on this error, read the docs: https://platform.openai.com/docs/guides/error-codes/api-errors.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`
@@ -51,7 +51,7 @@ const (
 	oaiPolicy           = `{"error":{"message":"…","type":"invalid_request_error","param":null,"code":"content_policy_violation"}}`                     // constructed
 	oaiInvalidPrompt    = `{"error":{"message":"…violating our usage policy","type":"invalid_request_error","param":null,"code":"invalid_prompt"}}`
 
-	// §2 Azure OpenAI.
+	// Azure OpenAI: docs/vendors.md#azure-openai-errors.
 	azureDaily = `{"error":{"code":"429","message":"Requests to the ChatCompletions_Create Operation under Azure OpenAI API version 2024-08-01-preview have exceeded token rate limit of your current OpenAI S0 pricing tier. Please retry after 86400 seconds. …"}}`
 	// constructed: the same body with a per-minute wait.
 	azureMinute = `{"error":{"code":"429","message":"Requests to the ChatCompletions_Create Operation under Azure OpenAI API version 2024-08-01-preview have exceeded token rate limit of your current OpenAI S0 pricing tier. Please retry after 6 seconds. …"}}`
@@ -63,7 +63,7 @@ const (
 	// constructed: API Management's own envelope.
 	apimQuota = `{ "statusCode": 403, "message": "Out of token quota. Quota will be replenished in 23:59:12." }`
 
-	// §3 Anthropic.
+	// Anthropic: docs/vendors.md#anthropic-errors.
 	antCredit           = `{"type":"error","error":{"type":"invalid_request_error","message":"Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."}}`
 	antUsageLimits      = `{"type":"error","error":{"type":"invalid_request_error","message":"You have reached your specified API usage limits…"}}`
 	antPromptTooLong    = `{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 205351 tokens > 200000 maximum"}}`
@@ -82,7 +82,7 @@ const (
 	antStreamOverloaded = `{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}`
 	antRefusal          = `{"id":"msg_01","type":"message","role":"assistant","content":[],"model":"claude-sonnet-4-5","stop_reason":"refusal","stop_sequence":null,"usage":{"input_tokens":9,"output_tokens":0}}` // constructed
 
-	// §4 Gemini and Vertex.
+	// Gemini and Vertex: docs/vendors.md#gemini-errors, docs/vendors.md#vertex-ai-errors.
 	gemBadKey        = `{"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"API_KEY_INVALID","domain":"googleapis.com","metadata":{"service":"generativelanguage.googleapis.com"}}]}}` // message quoted, ErrorInfo in Google's form
 	gemTooManyTokens = `{"error":{"code":400,"message":"The input token count (1300000) exceeds the maximum number of tokens allowed (1048575).","status":"INVALID_ARGUMENT"}}`
 	gemPrecondition  = `{"error":{"code":400,"message":"User location is not supported for the API use.","status":"FAILED_PRECONDITION"}}` // constructed
@@ -106,7 +106,7 @@ const (
 	vertexProvisioned  = `{"error":{"code":429,"message":"Too many requests. Exceeded the Provisioned Throughput.","status":"RESOURCE_EXHAUSTED"}}`
 	gemBlocked         = `{"promptFeedback":{"blockReason":"SAFETY"},"usageMetadata":{"promptTokenCount":9,"totalTokenCount":9},"modelVersion":"gemini-2.5-flash"}` // constructed
 
-	// §6 OpenRouter (messages constructed; envelope and codes from or-docs).
+	// OpenRouter (messages constructed; envelope and codes from or-docs): docs/vendors.md#openai-compatible-servers.
 	orCredits    = `{"error":{"code":402,"message":"…","metadata":{}}}`
 	orModeration = `{"error":{"code":403,"message":"Your chosen model requires moderation and your input was flagged for \"harassment\"","metadata":{"reasons":["harassment"],"flagged_input":"…","provider_name":"openai","model_slug":"openai/gpt-4o"}}}`
 	orTimeout    = `{"error":{"code":408,"message":"…","metadata":{}}}`
@@ -115,7 +115,7 @@ const (
 	orNoProvider = `{"error":{"code":503,"message":"…","metadata":{}}}`
 	orMidStream  = `{"id":"cmpl-abc123","object":"chat.completion.chunk","provider":"openai","error":{"code":"server_error","message":"Provider disconnected unexpectedly"},"choices":[{"index":0,"delta":{"content":""},"finish_reason":"error"}]}`
 
-	// §7 local servers.
+	// Local servers: docs/vendors.md#openai-compatible-servers.
 	vllmContext    = `{"error":{"message":"This model's maximum context length is 32768 tokens. However, your request has 40000 input tokens. …","type":"BadRequestError","param":null,"code":400}}`
 	vllmFlat       = `{"object":"error","message":"The model ` + "`llama-3`" + ` does not exist.","type":"NotFoundError","param":null,"code":404}` // constructed
 	ollamaInvalid  = `{"error":{"message":"…","type":"invalid_request_error","param":null,"code":null}}`                                           // constructed
@@ -125,7 +125,7 @@ const (
 	llamaContext   = `{"error":{"code":400,"message":"request (13392 tokens) exceeds the available context size (8192 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":13392,"n_ctx":8192}}`
 	llamaLoading   = `{"error":{"code":503,"message":"Loading model","type":"unavailable_error"}}` // constructed
 
-	// §2 Responses API in-stream (constructed from the documented fields).
+	// Responses API in-stream (constructed from the documented fields): docs/vendors.md#openai-errors.
 	respError  = `{"type":"error","code":"rate_limit_exceeded","message":"…","param":null,"sequence_number":2}`
 	respFailed = `{"type":"response.failed","sequence_number":5,"response":{"id":"resp_1","object":"response","status":"failed","error":{"code":"server_error","message":"…"}}}`
 
@@ -182,7 +182,7 @@ func TestClassify(t *testing.T) {
 		Err: x509.UnknownAuthorityError{}}}
 
 	tests := []classifyCase{
-		// OpenAI (provider-errors.md §2).
+		// OpenAI (docs/vendors.md#openai-errors).
 		classifyHTTP("openai 429 TPM", oai, 429, oaiTPM, ClassRateLimited, "429 rate_limit_exceeded").
 			with(func(c *classifyCase) {
 				c.retry = 18642 * time.Millisecond
@@ -219,7 +219,7 @@ func TestClassify(t *testing.T) {
 		classifyHTTP("openai 413", oai, 413, ``, ClassInvalidRequest, "413"),
 		classifyHTTP("openai 422", oai, 422, `{"detail":"unprocessable"}`, ClassInvalidRequest, "422"),
 
-		// Azure OpenAI (§2).
+		// Azure OpenAI (docs/vendors.md#azure-openai-errors).
 		classifyHTTP("azure 429 retry after 86400 seconds", oai, 429, azureDaily, ClassQuotaExhausted, "429 long retry hint").
 			with(func(c *classifyCase) {
 				c.retry = 86400 * time.Second
@@ -253,7 +253,7 @@ func TestClassify(t *testing.T) {
 			ClassAuth, "403 PERMISSION_DENIED"),
 		classifyHTTP("azure APIM 403 without quota is auth", oai, 403, `{ "statusCode": 403, "message": "Forbidden" }`, ClassAuth, "403"),
 
-		// Anthropic (§3).
+		// Anthropic (docs/vendors.md#anthropic-errors).
 		classifyHTTP("anthropic 400 credit balance too low", ant, 400, antCredit, ClassQuotaExhausted, "400 credit balance too low"),
 		classifyHTTP("anthropic 400 usage limits", ant, 400, antUsageLimits, ClassQuotaExhausted, "400 usage limits reached"),
 		classifyHTTP("anthropic 400 prompt is too long", ant, 400, antPromptTooLong, ClassContextTooLong, "400 context too long"),
@@ -282,7 +282,7 @@ func TestClassify(t *testing.T) {
 		classifyEvent("anthropic in-stream api_error", ant, antAPIError, ClassServerError, "in-stream api_error"),
 		classifyHTTP("anthropic 200 refusal goes to the app", ant, 200, antRefusal, ClassNone, "200"),
 
-		// Gemini and Vertex (§4).
+		// Gemini and Vertex (docs/vendors.md#gemini-errors, docs/vendors.md#vertex-ai-errors).
 		classifyHTTP("gemini 400 API_KEY_INVALID", gem, 400, gemBadKey, ClassAuth, "400 API_KEY_INVALID").
 			with(func(c *classifyCase) { c.typ = "INVALID_ARGUMENT"; c.code = "API_KEY_INVALID" }),
 		classifyHTTP("gemini 400 API_KEY_INVALID wrapped in an array", gem, 400, "["+gemBadKey+"]", ClassAuth, "400 API_KEY_INVALID"),
@@ -310,7 +310,7 @@ func TestClassify(t *testing.T) {
 		classifyHTTP("vertex 429 provisioned throughput", gem, 429, vertexProvisioned, ClassRateLimited, "429 RESOURCE_EXHAUSTED"),
 		classifyHTTP("gemini 200 blockReason goes to the app", gem, 200, gemBlocked, ClassNone, "200"),
 
-		// OpenRouter (§6).
+		// OpenRouter (docs/vendors.md#openai-compatible-servers).
 		classifyHTTP("openrouter 402", oai, 402, orCredits, ClassQuotaExhausted, "402"),
 		classifyHTTP("openrouter 403 moderation", oai, 403, orModeration, ClassContentFilter, "403 moderation"),
 		classifyHTTP("openrouter 408", oai, 408, orTimeout, ClassTimeout, "408"),
@@ -322,7 +322,7 @@ func TestClassify(t *testing.T) {
 		classifyHTTP("openrouter 200 with a 429 in the body", oai, 200, orRateLimit, ClassRateLimited, "200 in-body"),
 		classifyEvent("openrouter mid-stream error", oai, orMidStream, ClassServerError, "in-stream server_error"),
 
-		// Local servers (§7).
+		// Local servers (docs/vendors.md#openai-compatible-servers).
 		classifyHTTP("vllm 400 context", oai, 400, vllmContext, ClassContextTooLong, "400 context too long").
 			with(func(c *classifyCase) { c.code = "400"; c.typ = "BadRequestError" }),
 		classifyHTTP("vllm old flat 404", oai, 404, vllmFlat, ClassInvalidRequest, "404 NotFoundError"),
@@ -335,7 +335,7 @@ func TestClassify(t *testing.T) {
 		classifyHTTP("llama.cpp exceed_context_size_error", oai, 400, llamaContext, ClassContextTooLong, "400 exceed_context_size_error"),
 		classifyHTTP("llama.cpp unavailable_error", oai, 503, llamaLoading, ClassOverloaded, "503 unavailable_error"),
 
-		// OpenAI Responses API in-stream (§2).
+		// OpenAI Responses API in-stream (docs/vendors.md#openai-errors).
 		classifyEvent("responses error event", oai, respError, ClassRateLimited, "in-stream rate_limit_exceeded"),
 		classifyEvent("responses response.failed", oai, respFailed, ClassServerError, "in-stream server_error"),
 		classifyEvent("openai chat in-stream server_error", oai,

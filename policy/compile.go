@@ -89,7 +89,7 @@ type Action struct {
 	Retries int
 }
 
-// defaultActions is the built-in action per class (DESIGN.md §4).
+// defaultActions is the built-in action per class (docs/architecture.md#failure-classes).
 func defaultActions() map[Class]Action {
 	m := map[Class]Action{}
 	for _, c := range Classes {

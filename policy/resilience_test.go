@@ -429,7 +429,7 @@ func TestRouteTiersErrors(t *testing.T) {
 	}
 }
 
-// designExample is DESIGN.md §3's example policy, which uses every field of
+// designExample is the example policy detour's design began with, which uses every field of
 // issue 4, with one change it needs to compile:
 //   - the anthropic-messages route falls over to gemini instead of openai:
 //     "openai" forwards the app's own key and has no models mapping, and a
@@ -497,7 +497,7 @@ func designOptions() Options {
 func TestDesignExamplePolicyCompiles(t *testing.T) {
 	c, err := Compile("policy.json", []byte(designExample), designOptions())
 	if err != nil {
-		t.Fatalf("DESIGN.md's example does not compile:\n%v", err)
+		t.Fatalf("the design's example policy does not compile:\n%v", err)
 	}
 	chat := c.Route("api.openai.com", "/v1/chat/completions")
 	if chat == nil || names(chat.ChainFor("easy")) != "local openai anthropic" || names(chat.Chain) != "openai anthropic gemini local" {

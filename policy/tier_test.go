@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 )
 
-// designClassifier is DESIGN.md §3's classifier section: English and
+// designClassifier is designExample's classifier section: English and
 // Chinese word lists.
 const designClassifier = `"classifier": {
     "hard_patterns": ["design|refactor|debug|architecture|why|设计|重构|调试|优化|架构|排查"],

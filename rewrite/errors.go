@@ -40,7 +40,7 @@ type ErrorInfo struct {
 // ParseError reads a vendor error body. It accepts every envelope detour has
 // seen regardless of the upstream's shape, because "OpenAI-compatible"
 // servers send other vendors' envelopes and odd variants
-// (provider-errors.md §2–4, §6, §7):
+// (docs/vendors.md, from #openai-errors to #openai-compatible-servers):
 //
 //   - OpenAI {"error":{"message","type","param","code"}}, code a string,
 //     number or null (Azure sends "429", vLLM and llama.cpp send 400);
@@ -343,8 +343,8 @@ type vendorError struct {
 }
 
 // vendorErrorFor resolves e's status, class and message and picks the vendor
-// type each official SDK expects (translation.md §4, provider-errors.md
-// §2–4).
+// type each official SDK expects
+// (docs/vendors.md#errors-detour-writes-to-the-app).
 func vendorErrorFor(shape Shape, e AppError) vendorError {
 	class := e.Class
 	status := e.Status
@@ -370,7 +370,7 @@ func vendorErrorFor(shape Shape, e AppError) vendorError {
 }
 
 // openAIType returns the OpenAI error type, code and param for class. Codes
-// are only those OpenAI itself sends (provider-errors.md §2); a null code is
+// are only those OpenAI itself sends (docs/vendors.md#openai-errors); a null code is
 // what OpenAI sends for its generic 500s.
 func openAIType(class string, status int) (typ, code, param string) {
 	switch class {
@@ -399,7 +399,7 @@ func openAIType(class string, status int) (typ, code, param string) {
 }
 
 // anthropicType returns the Anthropic error.type for class, from the list in
-// translation.md §4, and moves *status where Anthropic uses its own: 529 for
+// docs/vendors.md#anthropic-errors, and moves *status where Anthropic uses its own: 529 for
 // overloaded_error (ant-py raises OverloadedError only for 529) and 402 for
 // billing_error.
 func anthropicType(class string, status *int) string {
@@ -432,7 +432,7 @@ func anthropicType(class string, status *int) string {
 
 // geminiStatus returns the google.rpc.Status name for class and the HTTP
 // status that goes with it. Google pairs each name with one status
-// (translation.md §4) and clients read error.code as the HTTP status, so the
+// (docs/vendors.md#errors-detour-writes-to-the-app) and clients read error.code as the HTTP status, so the
 // pair is kept canonical: a 502 is sent as 500 INTERNAL.
 func geminiStatus(class string, status int) (string, int) {
 	switch class {
@@ -440,7 +440,7 @@ func geminiStatus(class string, status int) (string, int) {
 		return "RESOURCE_EXHAUSTED", http.StatusTooManyRequests
 	case "quota_exhausted":
 		// Gemini sends 402 RESOURCE_EXHAUSTED when prepaid credits are gone
-		// (provider-errors.md §4); any other quota is a 429.
+		// (docs/vendors.md#gemini-errors); any other quota is a 429.
 		if status == http.StatusPaymentRequired {
 			return "RESOURCE_EXHAUSTED", http.StatusPaymentRequired
 		}
@@ -537,7 +537,7 @@ func errorEnvelope(shape Shape, v vendorError) []byte {
 	}})
 }
 
-// ErrorBody renders e in shape's HTTP error envelope (translation.md §4). It
+// ErrorBody renders e in shape's HTTP error envelope (docs/vendors.md#errors-detour-writes-to-the-app). It
 // returns the status to send, which differs from e.Status where the vendor
 // uses its own (Anthropic overloaded → 529, Anthropic quota → 402, Gemini
 // keeps its canonical status per name), and the JSON body. An unknown shape
@@ -556,7 +556,7 @@ func ErrorBody(shape Shape, e AppError) (status int, body []byte) {
 //     the SDKs dispatch on the event name;
 //   - Gemini: data: {"error":{"code","message","status"}} — gg-py raises from
 //     error.code. go-genai reads this line as an empty chunk, not an error
-//     (translation.md §4); there is no framing that both SDKs accept.
+//     (docs/vendors.md#errors-detour-writes-to-the-app); there is no framing that both SDKs accept.
 func StreamErrorEvent(shape Shape, e AppError) []byte {
 	body := errorEnvelope(shape, vendorErrorFor(shape, e))
 	out := make([]byte, 0, len(body)+32)

@@ -9,28 +9,28 @@ import (
 	"time"
 )
 
-// Bodies quoted from shared/reference/provider-errors.md. Where the reference
+// Bodies quoted from docs/vendors.md. Where the doc
 // elides part of a JSON structure ("[…]"), the elision is filled so that the
 // body stays valid JSON; elisions inside strings are kept as written.
 const (
-	// §2, ChatGPTNextWeb/NextChat#3664.
+	// docs/vendors.md#openai-errors, ChatGPTNextWeb/NextChat#3664.
 	openAIQuotaBody = `{"error":{"message":"You exceeded your current quota, please check your plan and billing details. For more information on this error, read the docs: https://platform.openai.com/docs/guides/error-codes/api-errors.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`
-	// §2, vanderschaarlab/climb#1.
+	// docs/vendors.md#azure-openai-errors, vanderschaarlab/climb#1.
 	azureDailyQuotaBody = `{"error":{"code":"429","message":"Requests to the ChatCompletions_Create Operation under Azure OpenAI API version 2024-08-01-preview have exceeded token rate limit of your current OpenAI S0 pricing tier. Please retry after 86400 seconds. …"}}`
-	// §3, ant-docs /rate-limits.
+	// docs/vendors.md#anthropic-errors, ant-docs /rate-limits.
 	anthropicSpendBody = `{"type":"error","error":{"type":"rate_limit_error","message":"You have reached your API usage limits: your organization has crossed its monthly API usage threshold, … You will regain access on 2026-09-01 at 00:00 UTC.","details":{"error_code":"enforced_spend_limit_reached"}},"request_id":"req_018EeWyXxfu5pfWkrYcMdjWG"}`
-	// §3, apify/tester-mcp-client#16.
+	// docs/vendors.md#anthropic-errors, apify/tester-mcp-client#16.
 	anthropicOverloadedBody = `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`
-	// §4, RooCodeInc/Roo-Code#3883; the Help links ("[…]") filled in.
+	// docs/vendors.md#gemini-errors, RooCodeInc/Roo-Code#3883; the Help links ("[…]") filled in.
 	gemini429Body = `{"error":{"code":429,"message":"You exceeded your current quota, please check your plan and billing details. …","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{"quotaMetric":"generativelanguage.googleapis.com/generate_content_free_tier_input_token_count","quotaId":"GenerateContentInputTokensPerModelPerMinute-FreeTier","quotaDimensions":{"location":"global","model":"gemini-2.5-flash"},"quotaValue":"250000"}]},{"@type":"type.googleapis.com/google.rpc.Help","links":[{"description":"Learn more about Gemini API quotas","url":"https://ai.google.dev/gemini-api/docs/rate-limits"}]},{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"26s"}]}}`
-	// §4, continuedev/continue#10290 (message); the ErrorInfo detail in
+	// docs/vendors.md#gemini-errors, continuedev/continue#10290 (message); the ErrorInfo detail in
 	// Google's usual form.
 	geminiBadKeyBody = `{"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"API_KEY_INVALID","domain":"googleapis.com","metadata":{"service":"generativelanguage.googleapis.com"}}]}}`
-	// §4, lobehub/lobehub#9728.
+	// docs/vendors.md#gemini-errors, lobehub/lobehub#9728.
 	gemini503Body = `{"error":{"code":503,"message":"The model is overloaded. Please try again later.","status":"UNAVAILABLE"}}`
-	// §7, llama.cpp server.
+	// docs/vendors.md#openai-compatible-servers, llama.cpp server.
 	llamaCppContextBody = `{"error":{"code":400,"message":"request (13392 tokens) exceeds the available context size (8192 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":13392,"n_ctx":8192}}`
-	// §6, OpenRouter mid-stream error (the "…" of the reference dropped).
+	// docs/vendors.md#openai-compatible-servers, OpenRouter mid-stream error (the "…" of the source dropped).
 	openRouterMidStream = `{"id":"cmpl-abc123","object":"chat.completion.chunk","provider":"openai","error":{"code":"server_error","message":"Provider disconnected unexpectedly"},"choices":[{"index":0,"delta":{"content":""},"finish_reason":"error"}]}`
 )
 

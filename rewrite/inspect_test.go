@@ -11,7 +11,7 @@ import (
 	"github.com/detour-proxy/detour/rewrite/sse"
 )
 
-// The byte-exact vendor streams (translation.md §3, provider-errors.md) live
+// The byte-exact vendor streams (docs/vendors.md#streams and its error sections) live
 // with the SSE reader's tests.
 const inspectStreamDir = "sse/testdata/"
 

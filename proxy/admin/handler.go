@@ -1,4 +1,4 @@
-// Package admin serves detour's admin listener (admin_listen, DESIGN.md §5–6):
+// Package admin serves detour's admin listener (admin_listen; docs/architecture.md#admin-listener-and-metrics):
 // liveness and readiness probes, Prometheus metrics, a JSON status page, the
 // policy history and policy rollback.
 //

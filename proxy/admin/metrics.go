@@ -31,7 +31,7 @@ const (
 	PhaseCommit  = "commit"  // request sent → commit point (whole body, or a stream's first content)
 )
 
-// Metrics are detour's Prometheus metrics (DESIGN.md §6), on a registry of
+// Metrics are detour's Prometheus metrics (docs/architecture.md#admin-listener-and-metrics), on a registry of
 // their own with the Go and process collectors: nothing registered globally
 // by a library leaks into detour's /metrics.
 //

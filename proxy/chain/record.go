@@ -147,7 +147,7 @@ func (r *Record) failedOver() bool {
 }
 
 // Log writes the canonical log line: one JSON object per request with
-// constant field names (DESIGN.md §6). The level follows the outcome: info
+// constant field names (docs/architecture.md#the-canonical-log-line). The level follows the outcome: info
 // when the first upstream answered, warn after a failover or a stop, error
 // when nothing answered.
 func (r *Record) Log(l zerolog.Logger) {

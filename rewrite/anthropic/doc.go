@@ -3,10 +3,10 @@
 // vendor-neutral form of package ir, and encodes ir values into the
 // Anthropic wire shape, so that an app using anthropic-sdk-go can be
 // answered by another vendor and another vendor's app by an Anthropic
-// upstream (translation.md §1–§3, §5, §6).
+// upstream (docs/vendors.md, from #request-fields to #anthropic-sdk-go).
 //
 // The rules the encoders follow are the ones the Messages API and the SDK
-// enforce, where other gateways have tripped (translation.md §5):
+// enforce, where other gateways have tripped (docs/vendors.md#translation-pitfalls):
 //
 //   - requests: every system prompt kept in order; only user and assistant
 //     turns, consecutive ones merged; tool results in the user turn right
@@ -31,5 +31,5 @@ package anthropic
 // JSONToolName is the tool that carries JSON mode to an Anthropic upstream:
 // EncodeRequest declares a tool of this name whose input_schema is the
 // requested schema and forces it, and the model's answer comes back as that
-// tool's input (translation.md §1, litellm's convention).
+// tool's input (docs/vendors.md#request-fields, litellm's convention).
 const JSONToolName = "json_tool_call"

@@ -16,7 +16,7 @@ import (
 
 // FuzzDecodeRequest: DecodeRequest never panics; what it accepts,
 // EncodeRequest either refuses with an error or turns into a request that
-// keeps the API's rules (translation.md §5).
+// keeps the API's rules (docs/vendors.md#translation-pitfalls).
 func FuzzDecodeRequest(f *testing.F) {
 	for _, s := range []string{
 		`{"model":"m","max_tokens":64,"system":"s","messages":[{"role":"user","content":"Hi"}]}`,

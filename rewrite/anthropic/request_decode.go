@@ -360,7 +360,7 @@ func toolResultText(raw json.RawMessage) (string, error) {
 func emptyObject() json.RawMessage { return json.RawMessage{'{', '}'} }
 
 // objectOrEmpty returns v when it is a JSON object and {} otherwise: tool
-// arguments are always an object (ir.ToolCall, translation.md §5.9).
+// arguments are always an object (ir.ToolCall, docs/vendors.md#tool-arguments-are-always-an-object).
 func objectOrEmpty(v json.RawMessage) json.RawMessage {
 	if t := bytes.TrimSpace(v); isObject(t) {
 		return t

@@ -13,7 +13,7 @@ import (
 	"github.com/detour-proxy/detour/rewrite/ir"
 )
 
-// Thinking budgets for OpenAI's reasoning_effort (translation.md §1: the
+// Thinking budgets for OpenAI's reasoning_effort (docs/vendors.md#request-fields: the
 // figures litellm uses), and the smallest budget_tokens the API accepts.
 const (
 	budgetLow         = 1024
@@ -27,11 +27,11 @@ const minThinkingTopP = 0.95
 
 // placeholderToolName is declared (and never offered: tool_choice none)
 // when the history holds tool calls but the request declares no tools,
-// which the API refuses (translation.md §5.4, litellm's dummy tool).
+// which the API refuses (docs/vendors.md#tool-turn-pairing, litellm's dummy tool).
 const placeholderToolName = "detour_placeholder_tool"
 
 // EncodeRequest writes r as the body of an Anthropic Messages request for
-// the upstream o describes (translation.md §1, §5 pitfalls 1–4, 8, 9, 12).
+// the upstream o describes (docs/vendors.md#request-fields, docs/vendors.md#translation-pitfalls).
 // Every lossy change is told to o.Notes. It returns an *ir.UnsupportedError
 // for what Anthropic cannot take at all: n > 1, an image or document it
 // cannot read, media in an assistant turn, a request with no messages.
@@ -48,7 +48,7 @@ func EncodeRequest(r *ir.Request, o ir.EncodeOptions) ([]byte, error) {
 		out.Model = r.Model
 	}
 	for _, s := range r.System {
-		if !isBlank(s) { // an empty text block is refused (§5.3)
+		if !isBlank(s) { // an empty text block is refused (docs/vendors.md#empty-content)
 			out.System = append(out.System, outBlock{Type: "text", Text: s})
 		}
 	}
@@ -67,7 +67,7 @@ func EncodeRequest(r *ir.Request, o ir.EncodeOptions) ([]byte, error) {
 	if budget > 0 && lastToolTurnLacksThinking(msgs) {
 		// With thinking on, the assistant turn of an ongoing tool loop must
 		// start with its signed thinking block; another vendor's history
-		// has none to replay (§5.8).
+		// has none to replay (docs/vendors.md#thinking-and-tools).
 		e.note("thinking disabled: the last assistant tool-use turn has no thinking block to replay")
 		budget = 0
 	}
@@ -105,7 +105,7 @@ func EncodeRequest(r *ir.Request, o ir.EncodeOptions) ([]byte, error) {
 	}
 	if budget > 0 {
 		if budget >= out.MaxTokens {
-			// budget_tokens must be below max_tokens (§5.1): keep the
+			// budget_tokens must be below max_tokens (docs/vendors.md#max-tokens-and-thinking-budgets): keep the
 			// answer's room on top of the thinking.
 			raised := budget + out.MaxTokens
 			e.note(fmt.Sprintf("max_tokens raised from %d to %d above the thinking budget %d", out.MaxTokens, raised, budget))
@@ -227,7 +227,7 @@ func resultRank(b outBlock) int {
 func (e *requestEncoder) block(role string, p *ir.Part) (b outBlock, ok bool, err error) {
 	switch p.Kind {
 	case ir.PartText:
-		if isBlank(p.Text) { // "text content blocks must be non-empty" (§5.3)
+		if isBlank(p.Text) { // "text content blocks must be non-empty" (docs/vendors.md#empty-content)
 			return b, false, nil
 		}
 		return outBlock{Type: "text", Text: p.Text}, true, nil
@@ -255,7 +255,7 @@ func (e *requestEncoder) block(role string, p *ir.Part) (b outBlock, ok bool, er
 		}
 		args := bytes.TrimSpace(tc.Arguments)
 		if !isObject(args) {
-			// Anthropic refuses a non-object input (§5.9).
+			// Anthropic refuses a non-object input (docs/vendors.md#tool-arguments-are-always-an-object).
 			if len(args) > 0 {
 				e.note("tool call " + strconv.Quote(tc.Name) + " arguments are not a JSON object: sent as {}")
 			}
@@ -413,7 +413,7 @@ func (e *requestEncoder) thinkingBudget(r *ir.Request) int {
 
 // tools returns the tools and tool_choice to send, and the thinking budget
 // left after resolving their conflicts: a forced tool_choice and thinking
-// exclude each other (§5.8).
+// exclude each other (docs/vendors.md#thinking-and-tools).
 func (e *requestEncoder) tools(r *ir.Request, msgs []outMessage, budget int) ([]outTool, *outToolChoice, int) {
 	var tools []outTool
 	if n := len(r.Tools); n > 0 {

@@ -330,7 +330,7 @@ func TestEncodeRequestGolden(t *testing.T) {
 	}
 }
 
-// checkRequestRules asserts the rules of translation.md §5 that the API
+// checkRequestRules asserts the rules of docs/vendors.md#translation-pitfalls that the API
 // enforces, on an encoded request: alternating user/assistant turns, no
 // blank text, each tool_use answered in the very next user turn with the
 // results first, ids in the charset, object inputs, budget below max_tokens.

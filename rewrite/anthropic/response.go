@@ -14,7 +14,7 @@ import (
 // /v1/messages) into the vendor-neutral form: text, thinking (redacted
 // thinking as a thinking part with its data in Signature) and tool calls in
 // order, tool ids through ir.OriginalToolID, the stop reason mapped
-// (translation.md §2) and usage with cached tokens counted in Input. Blocks
+// (docs/vendors.md#finish-reasons) and usage with cached tokens counted in Input. Blocks
 // of Anthropic's server tools are left out: detour never asks for them. An
 // error envelope is returned as an error.
 func DecodeResponse(body []byte) (*ir.Response, error) {
@@ -59,7 +59,7 @@ func DecodeResponse(body []byte) (*ir.Response, error) {
 }
 
 // ir converts Anthropic usage: input_tokens excludes the cached part, the
-// IR's Input includes it (translation.md §2).
+// IR's Input includes it (docs/vendors.md#usage).
 func (u inUsage) ir() ir.TokenUsage {
 	return ir.TokenUsage{
 		Input:       u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens,
@@ -68,8 +68,8 @@ func (u inUsage) ir() ir.TokenUsage {
 	}
 }
 
-// finishReason maps a stop_reason (translation.md §2). A turn that called
-// tools finishes as tool_calls whatever it says (§5.14), unless it was cut
+// finishReason maps a stop_reason (docs/vendors.md#finish-reasons). A turn that called
+// tools finishes as tool_calls whatever it says (docs/vendors.md#finish-after-tool-calls), unless it was cut
 // off or refused.
 func finishReason(stop string, hasTool bool) ir.FinishReason {
 	var f ir.FinishReason

@@ -73,7 +73,7 @@ func TestStopReasons(t *testing.T) {
 		{"max_tokens", false, ir.FinishLength, "max_tokens"},
 		{"model_context_window_exceeded", false, ir.FinishLength, "max_tokens"},
 		{"tool_use", true, ir.FinishToolCalls, "tool_use"},
-		{"end_turn", true, ir.FinishToolCalls, "tool_use"}, // §5.14
+		{"end_turn", true, ir.FinishToolCalls, "tool_use"}, // docs/vendors.md#finish-after-tool-calls
 		{"refusal", false, ir.FinishContentFilter, "refusal"},
 		{"max_tokens", true, ir.FinishLength, "max_tokens"}, // a cut-off call is not one to run
 	} {

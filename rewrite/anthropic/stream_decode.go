@@ -62,7 +62,7 @@ type decodedBlock struct {
 	stopped bool
 }
 
-// StreamDecoder turns an Anthropic Messages stream (translation.md §3 B)
+// StreamDecoder turns an Anthropic Messages stream (docs/vendors.md#anthropic-stream)
 // into vendor-neutral stream events, one upstream event at a time. It keeps
 // what later events need: the input usage of message_start, and which
 // content block is which tool call. Create one per stream; it is not safe
@@ -89,7 +89,7 @@ func NewStreamDecoder() *StreamDecoder {
 //
 // A tool call whose arguments never come (Anthropic streams "" for a tool
 // without parameters) gets "{}" when its block stops, so every consumer
-// sees an object (translation.md §5.9); the {} input of content_block_start
+// sees an object (docs/vendors.md#tool-arguments-are-always-an-object); the {} input of content_block_start
 // is never passed on as a fragment.
 func (d *StreamDecoder) Decode(ev sse.Event) ([]ir.StreamEvent, error) {
 	d.out = d.out[:0]
@@ -273,7 +273,7 @@ func (d *StreamDecoder) streamError(typ, msg string, status int) []ir.StreamEven
 	return d.out
 }
 
-// errorClass maps an Anthropic error type (provider-errors.md §3) to
+// errorClass maps an Anthropic error type (docs/vendors.md#anthropic-errors) to
 // detour's failure class and the status Anthropic pairs with it, so that
 // the app's envelope names the same kind of error.
 func errorClass(typ string) (class string, status int) {

@@ -26,7 +26,7 @@ type encodedTool struct {
 }
 
 // StreamEncoder writes vendor-neutral stream events as the Anthropic
-// Messages stream anthropic-sdk-go accumulates (translation.md §3 B, §6):
+// Messages stream anthropic-sdk-go accumulates (docs/vendors.md#anthropic-stream, docs/vendors.md#anthropic-sdk-go):
 // message_start before anything else; content_block_start indexes 0, 1, 2…
 // with one block open at a time; deltas and stops only for started blocks;
 // every `event:` line equal to the JSON type; message_delta and
@@ -62,7 +62,7 @@ func NewStreamEncoder(o ir.StreamOptions) *StreamEncoder {
 // Tool arguments: fragments go to their tool call's block as
 // input_json_delta; blank fragments before the first real one are skipped,
 // and a tool call that got none is given "{}" before its block stops, so
-// the accumulated input is always JSON (translation.md §5.9). Fragments for
+// the accumulated input is always JSON (docs/vendors.md#tool-arguments-are-always-an-object). Fragments for
 // a call whose block was already stopped (by a later call or text) are
 // dropped: the SDK has settled that input.
 func (e *StreamEncoder) Encode(dst []byte, ev ir.StreamEvent) []byte {
@@ -154,7 +154,7 @@ func (e *StreamEncoder) Encode(dst []byte, ev ir.StreamEvent) []byte {
 			return dst
 		}
 		// The SDK replaces content_block_start's "{}" with the first
-		// fragment and appends the rest (translation.md §6).
+		// fragment and appends the rest (docs/vendors.md#anthropic-sdk-go).
 		dst = e.deltaHead(dst, t.block, "input_json_delta")
 		dst = append(dst, `,"partial_json":`...)
 		dst = appendString(dst, frag)

@@ -19,7 +19,7 @@ import (
 	"github.com/detour-proxy/detour/rewrite/sse"
 )
 
-// The example streams of translation.md §3 B.
+// The example streams of docs/vendors.md#anthropic-stream.
 const (
 	textStream = `event: message_start
 data: {"type":"message_start","message":{"id":"msg_01","type":"message","role":"assistant","content":[],"model":"claude-sonnet-4-5","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":9,"output_tokens":1}}}

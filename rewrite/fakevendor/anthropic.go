@@ -6,9 +6,9 @@ import (
 	"github.com/detour-proxy/detour/rewrite"
 )
 
-// Anthropic Messages wire types, in the field order of translation.md §2–§3.
+// Anthropic Messages wire types, in the field order of docs/vendors.md#whole-answers and docs/vendors.md#anthropic-stream.
 type (
-	// anthropicMessage is the non-streaming answer (§2 lists model before
+	// anthropicMessage is the non-streaming answer (the whole answer lists model before
 	// content).
 	anthropicMessage struct {
 		ID    string `json:"id"`
@@ -21,7 +21,7 @@ type (
 		StopSequence *string        `json:"stop_sequence"`
 		Usage        anthropicUsage `json:"usage"`
 	}
-	// anthropicStartMessage is the message of message_start (the §3
+	// anthropicStartMessage is the message of message_start (the stream
 	// example puts content before model).
 	anthropicStartMessage struct {
 		ID           string          `json:"id"`

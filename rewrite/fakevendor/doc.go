@@ -22,8 +22,8 @@
 //
 // It is shared by detour's end-to-end tests, `detour demo` and
 // `detour fake-vendor`. The wire formats follow
-// shared/reference/translation.md §2–§3 and the error bodies
-// shared/reference/provider-errors.md; a change here is a change to what the
+// docs/vendors.md (#whole-answers, #streams) and the error bodies of its
+// vendors' sections; a change here is a change to what the
 // proxy is tested against, so keep it byte-exact with those references.
 //
 // fakevendor imports only the standard library and rewrite (for Shape); it

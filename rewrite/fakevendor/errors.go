@@ -16,7 +16,7 @@ const DefaultAnthropicRetryAfter = "1"
 
 // defaultGeminiRetryDelay is RetryInfo.retryDelay when Fault.RetryAfter is
 // not a whole number of seconds; the value of the captured example in
-// provider-errors.md §4.
+// docs/vendors.md#gemini-errors.
 const defaultGeminiRetryDelay = 26
 
 // ErrorBody returns the HTTP status and the exact body the fake sends for an
@@ -163,7 +163,7 @@ func openaiError(class string, status int, model string) openaiErrorObject {
 			Type:    "requests", Code: ptr("rate_limit_exceeded"),
 		}
 	case ClassInsufficientQuota:
-		// Verbatim from provider-errors.md §2 (ChatGPTNextWeb/NextChat#3664).
+		// Verbatim from docs/vendors.md#openai-errors (ChatGPTNextWeb/NextChat#3664).
 		return openaiErrorObject{
 			Message: "You exceeded your current quota, please check your plan and billing details. For more information on this error, read the docs: https://platform.openai.com/docs/guides/error-codes/api-errors.",
 			Type:    "insufficient_quota", Code: ptr("insufficient_quota"),
@@ -176,7 +176,7 @@ func openaiError(class string, status int, model string) openaiErrorObject {
 			Type:    "insufficient_quota", Code: ptr("organization_spend_limit_exceeded"),
 		}
 	case ClassCreditBalance:
-		// Code and type as listed in provider-errors.md §2 (unverified there).
+		// Code and type as listed in docs/vendors.md#openai-errors (marked ⚠ there).
 		return openaiErrorObject{
 			Message: "Your credit balance is exhausted. To continue, add credits at https://platform.openai.com/settings/organization/billing.",
 			Type:    "insufficient_quota", Code: ptr("credit_balance_exhausted"),
@@ -252,7 +252,7 @@ func anthropicError(class string, status int, model string, now time.Time) anthr
 	case ClassRateLimit, ClassQuotaPerDay:
 		return anthropicErrorObject{Type: "rate_limit_error", Message: "This request would exceed the rate limit for your organization (fakevendor) of 50 requests per minute. For details, refer to: https://docs.claude.com/en/api/rate-limits. You can see the response headers for current usage. Please reduce the prompt length or the maximum tokens requested, or try again later. You may also contact sales at https://www.anthropic.com/contact-sales to discuss your options for a rate limit increase."}
 	case ClassSpendLimit:
-		// provider-errors.md §3 (ant-docs /rate-limits) cuts the middle of
+		// docs/vendors.md#anthropic-errors (ant-docs /rate-limits) cuts the middle of
 		// the message; it is filled in here. Access returns on the 1st of
 		// next month, 00:00 UTC.
 		y, m, _ := now.UTC().Date()
@@ -385,7 +385,7 @@ func geminiError(class string, status int, model, retryAfter string) geminiError
 			"generativelanguage.googleapis.com/generate_content_free_tier_requests",
 			"GenerateRequestsPerDayPerProjectPerModel-FreeTier", "250")
 	case ClassOverloaded:
-		// Verbatim from provider-errors.md §4 (lobehub/lobehub#9728).
+		// Verbatim from docs/vendors.md#gemini-errors (lobehub/lobehub#9728).
 		return geminiErrorObject{Message: "The model is overloaded. Please try again later.", Status: "UNAVAILABLE"}
 	case ClassServerError:
 		return geminiErrorObject{Message: "An internal error has occurred. Please retry or report in https://developers.generativeai.google/guide/troubleshooting", Status: "INTERNAL"}
@@ -411,8 +411,8 @@ func geminiError(class string, status int, model, retryAfter string) geminiError
 }
 
 // geminiQuotaError is a 429 RESOURCE_EXHAUSTED with QuotaFailure, Help and
-// RetryInfo details, shaped like the captured example in provider-errors.md
-// §4 (RooCodeInc/Roo-Code#3883).
+// RetryInfo details, shaped like the captured example in
+// docs/vendors.md#gemini-errors (RooCodeInc/Roo-Code#3883).
 func geminiQuotaError(model, retryAfter, metric, quotaID, limit string) geminiErrorObject {
 	delay := defaultGeminiRetryDelay
 	if n, err := strconv.Atoi(retryAfter); err == nil && n >= 0 {

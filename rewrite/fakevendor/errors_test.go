@@ -9,7 +9,7 @@ import (
 	"github.com/detour-proxy/detour/rewrite"
 )
 
-// TestErrorBodiesExact pins the bodies that provider-errors.md quotes, byte
+// TestErrorBodiesExact pins the bodies that docs/vendors.md quotes, byte
 // for byte, and the headers that go with them.
 func TestErrorBodiesExact(t *testing.T) {
 	const id = "req_fake0000000000000001"

@@ -7,7 +7,7 @@ import (
 )
 
 // Gemini generateContent wire types, in the field order of
-// translation.md §2–§3.
+// docs/vendors.md#whole-answers and docs/vendors.md#gemini-stream.
 type (
 	geminiResponse struct {
 		Candidates    []geminiCandidate `json:"candidates"`

@@ -16,7 +16,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // TestGoldenAnswers pins the exact bytes of every successful answer. Run
 // with -update after a deliberate change, and review the diff against
-// translation.md §2–§3.
+// docs/vendors.md#whole-answers and docs/vendors.md#streams.
 func TestGoldenAnswers(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -60,7 +60,7 @@ func checkGolden(t *testing.T, name string, got []byte) {
 }
 
 // TestStreamsMatchTranslationExamples replays the minimal example streams of
-// translation.md §3 (A and B) with the same answer "Hi!" and created time.
+// docs/vendors.md#streams (OpenAI, Anthropic) with the same answer "Hi!" and created time.
 // Only the ids and the token counts (the fake's own deterministic ones)
 // differ from the document's text.
 func TestStreamsMatchTranslationExamples(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 )
 
 // OpenAI Chat Completions wire types, in the field order of
-// translation.md §2–§3.
+// docs/vendors.md#whole-answers and docs/vendors.md#openai-stream.
 type (
 	openaiCompletion struct {
 		ID      string         `json:"id"`
@@ -126,7 +126,7 @@ func (v *Vendor) openaiBody(c call) []byte {
 // openaiScript is the chat.completion.chunk stream answering c: role chunk
 // with content "", one chunk per piece, a finish chunk with an empty delta,
 // the usage chunk (include_usage only), [DONE]. A tool-call answer replaces
-// the role chunk and the pieces as translation.md §3 shows: the first call's
+// the role chunk and the pieces as docs/vendors.md#openai-stream shows: the first call's
 // opening delta (role, content null, index, id, type, name, arguments "")
 // with the role, then its argument fragments, then each further call's
 // opening delta and fragments; the finish chunk says tool_calls.

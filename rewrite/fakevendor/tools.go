@@ -230,7 +230,7 @@ func argValue(name string, prop json.RawMessage) any {
 }
 
 // splitArgs splits a tool call's JSON arguments into the two or three
-// fragments of a stream, as translation.md §3 shows them: after the first
+// fragments of a stream, as docs/vendors.md#streams shows them: after the first
 // colon, and after the first comma that follows it ({"city": | "Paris"});
 // arguments without a colon ("{}") in the middle, at a rune boundary.
 func splitArgs(args string) []string {

@@ -496,7 +496,7 @@ func TestToolStreamParallelOrder(t *testing.T) {
 }
 
 // TestToolStreamsMatchTranslationExamples replays the tool-call example
-// streams of translation.md §3 (A, B and C) for get_weather(city): the same
+// streams of docs/vendors.md#streams (OpenAI, Anthropic, Gemini) for get_weather(city): the same
 // bytes but for the fake's ids and token counts.
 func TestToolStreamsMatchTranslationExamples(t *testing.T) {
 	const openaiWant = `data: {"id":"chatcmpl-fake000001","object":"chat.completion.chunk","created":1735689600,"model":"gpt-4o","choices":[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_fake000001_0","type":"function","function":{"name":"get_weather","arguments":""}}]},"finish_reason":null}]}
@@ -562,7 +562,7 @@ data: {"type":"message_stop"}
 
 // TestGoldenToolAnswers pins the exact bytes of tool-call answers and of
 // answers to tool results. Run with -update after a deliberate change, and
-// review the diff against translation.md §2–§3.
+// review the diff against docs/vendors.md#whole-answers and docs/vendors.md#streams.
 func TestGoldenToolAnswers(t *testing.T) {
 	const (
 		openaiResult = `{"model":"gpt-4o","messages":[{"role":"user","content":"Weather in Paris?"},` +

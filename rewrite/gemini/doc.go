@@ -5,7 +5,7 @@
 // go-genai (or gg-py) app answered by another vendor cannot tell, and so
 // that another vendor's app can be served by a Gemini upstream.
 //
-// Facts for every mapping are in shared/reference/translation.md; the
+// Facts for every mapping are in docs/vendors.md (#request-fields onwards); the
 // choices this package makes where the vendors differ are commented where
 // they are made. Gemini wire types live here and nowhere else.
 //

@@ -14,7 +14,7 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // golden compares got with testdata/name, rewriting the file first with
-// -update. Review the diff of a rewritten file against translation.md.
+// -update. Review the diff of a rewritten file against docs/vendors.md.
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
 	file := filepath.Join("testdata", name)

@@ -28,11 +28,11 @@ const (
 // calls Gemini did not produce (another vendor's turns, hand-built
 // history): Gemini 3 answers 400 "Function call is missing a
 // thought_signature" to a call in the current turn without one
-// (translation.md §5.7). It is valid base64url, as the bytes field needs.
+// (docs/vendors.md#thought-signatures). It is valid base64url, as the bytes field needs.
 const skipThoughtSignature = "skip_thought_signature_validator"
 
 // reasoningBudgets maps reasoning effort onto a thinking budget (litellm's
-// values, translation.md §1). "minimal" has no Gemini 2.5 equivalent that
+// values, docs/vendors.md#request-fields). "minimal" has no Gemini 2.5 equivalent that
 // every model takes (Pro cannot turn thinking off), so it is "low".
 var reasoningBudgets = map[string]int{
 	"minimal": 1024, "low": 1024, "medium": 2048, "high": 4096,
@@ -85,7 +85,7 @@ func EncodeRequest(r *ir.Request, o ir.EncodeOptions) ([]byte, error) {
 			return nil, fmt.Errorf("gemini: messages[%d]: %w", i, err)
 		}
 		if len(parts) == 0 {
-			// Gemini rejects a turn without parts (translation.md §5.3).
+			// Gemini rejects a turn without parts (docs/vendors.md#empty-content).
 			continue
 		}
 		// Gemini wants turns to alternate; tool results after tool results

@@ -92,7 +92,7 @@ func responsePart(p respPart, scope string, calls *int) (ir.Part, bool) {
 	case p.Text == "":
 		// Gemini 3 may send a part that is only a thoughtSignature; the
 		// IR keeps signatures only on function calls, which Gemini
-		// requires back (translation.md §5.7).
+		// requires back (docs/vendors.md#thought-signatures).
 		return ir.Part{}, false
 	case p.Thought:
 		return ir.Part{Kind: ir.PartThinking, Text: p.Text}, true
@@ -100,7 +100,7 @@ func responsePart(p respPart, scope string, calls *int) (ir.Part, bool) {
 	return ir.Part{Kind: ir.PartText, Text: p.Text}, true
 }
 
-// decodeFinish maps a candidate's finishReason (translation.md §2). A turn
+// decodeFinish maps a candidate's finishReason (docs/vendors.md#finish-reasons). A turn
 // with function calls ends as tool_calls whatever Gemini says short of a
 // length or safety stop, since Gemini reports STOP for them.
 func decodeFinish(reason string, sawCall bool) ir.FinishReason {
@@ -131,7 +131,7 @@ func encodeFinish(f ir.FinishReason) string {
 	return "STOP" // stop, tool_calls and anything unknown
 }
 
-// decodeUsage maps usageMetadata (translation.md §2): Gemini's prompt count
+// decodeUsage maps usageMetadata (docs/vendors.md#usage): Gemini's prompt count
 // includes cached tokens, like the IR's Input; thoughts are output tokens.
 func decodeUsage(u *usageMetadata) ir.TokenUsage {
 	return ir.TokenUsage{

@@ -12,7 +12,7 @@ import (
 // Gemini's function parameters and responseSchema take an OpenAPI 3.0
 // subset (genai.Schema), not JSON Schema: unknown keywords such as $schema,
 // additionalProperties or const are a 400 "Unknown name … Cannot find
-// field" (translation.md §5.10), and so are arrays without items, OBJECT
+// field" (docs/vendors.md#gemini-schema-subset), and so are arrays without items, OBJECT
 // parameters with empty properties and formats other than a handful.
 //
 // detour sends `parameters` / `responseSchema` with the schema sanitised

@@ -13,7 +13,7 @@ import (
 )
 
 // StreamDecoder decodes a streamGenerateContent?alt=sse stream, one
-// sse.Event at a time, into IR stream events (translation.md §3 C). Each
+// sse.Event at a time, into IR stream events (docs/vendors.md#gemini-stream). Each
 // chunk is a whole GenerateContentResponse: text and thought parts are
 // deltas, function calls arrive whole, usageMetadata is cumulative and the
 // last chunk has the finishReason.

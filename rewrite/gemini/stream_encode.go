@@ -10,7 +10,7 @@ import (
 )
 
 // StreamEncoder encodes IR stream events as the streamGenerateContent?alt=sse
-// stream a Gemini app reads. go-genai is strict (translation.md §6): every
+// stream a Gemini app reads. go-genai is strict (docs/vendors.md#go-genai): every
 // event must be "data: " + one line of JSON + a blank line; a comment, an
 // event: or id: field, or a [DONE] is an error in the app. So the encoder
 // writes nothing else, and no opening or closing events: Gemini has none.

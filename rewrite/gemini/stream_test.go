@@ -69,7 +69,7 @@ func TestStreamDecoder(t *testing.T) {
 	for _, tc := range []struct {
 		name, stream, want string
 	}{
-		{"text (translation.md §3 C)",
+		{"text (docs/vendors.md#gemini-stream)",
 			`data: {"candidates":[{"content":{"role":"model","parts":[{"text":"Hi"}]},"index":0}],"usageMetadata":{"promptTokenCount":9,"totalTokenCount":9},"modelVersion":"gemini-2.5-flash","responseId":"r1"}
 
 data: {"candidates":[{"content":{"role":"model","parts":[{"text":"!"}]},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":9,"candidatesTokenCount":2,"totalTokenCount":11},"modelVersion":"gemini-2.5-flash","responseId":"r1"}
@@ -80,7 +80,7 @@ text "!"
 finish stop
 usage {Input:9 Output:2 CachedInput:0 Reasoning:0}
 `},
-		{"tool call (translation.md §3 C)",
+		{"tool call (docs/vendors.md#gemini-stream)",
 			`data: {"candidates":[{"content":{"role":"model","parts":[{"functionCall":{"name":"get_weather","args":{"city":"Paris"}}}]},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":20,"candidatesTokenCount":5,"totalTokenCount":25},"modelVersion":"gemini-2.5-flash","responseId":"r2"}
 
 `, `start id=r2 model=gemini-2.5-flash usage={Input:20 Output:0 CachedInput:0 Reasoning:0}
@@ -388,7 +388,7 @@ func TestStreamEncoderError(t *testing.T) {
 func TestStreamEncoderToolEdges(t *testing.T) {
 	out := encodeStream(ir.StreamOptions{Model: "m"},
 		ir.StreamEvent{Kind: ir.StreamStart, ID: "s"},
-		// Anthropic streams "" for a parameterless tool (translation.md §5.9).
+		// Anthropic streams "" for a parameterless tool (docs/vendors.md#tool-arguments-are-always-an-object).
 		ir.StreamEvent{Kind: ir.StreamToolStart, Index: 0, ID: "toolu_1", Name: "now"},
 		ir.StreamEvent{Kind: ir.StreamToolArgs, Index: 0, Text: ""},
 		// A call closed by text; a fragment for it afterwards has nowhere to go.

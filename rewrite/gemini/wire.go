@@ -159,7 +159,7 @@ type (
 		ModelVersion   string          `json:"modelVersion"`
 		ResponseID     string          `json:"responseId"`
 		// Error is set on an error envelope, which Gemini also sends inside
-		// a 200 stream (provider-errors.md §4).
+		// a 200 stream (docs/vendors.md#gemini-errors).
 		Error json.RawMessage `json:"error"`
 	}
 	respCandidate struct {

@@ -8,7 +8,7 @@ import (
 )
 
 // anthropicID is the charset Anthropic accepts for tool_use ids
-// (translation.md §5.5, bifrost #5097).
+// (docs/vendors.md#tool-ids, bifrost #5097).
 var anthropicID = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
 
 // safePrefix marks an id that SafeToolID had to encode.

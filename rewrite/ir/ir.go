@@ -173,7 +173,7 @@ type Request struct {
 // FinishReason is why generation stopped, vendor-neutral.
 type FinishReason string
 
-// The finish reasons (translation.md §2 maps each vendor's onto these).
+// The finish reasons (docs/vendors.md#finish-reasons maps each vendor's onto these).
 const (
 	FinishStop          FinishReason = "stop"
 	FinishLength        FinishReason = "length"

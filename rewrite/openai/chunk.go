@@ -37,7 +37,7 @@ type parsedChoice struct {
 // parsedToolDelta is one element of delta.tool_calls.
 type parsedToolDelta struct {
 	// index is the upstream's index; hasIndex is false when it sent none
-	// (translation.md §6: openai-go would then read 0 and collide parallel
+	// (docs/vendors.md#openai-go: openai-go would then read 0 and collide parallel
 	// calls).
 	index    int
 	hasIndex bool

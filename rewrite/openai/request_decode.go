@@ -12,7 +12,7 @@ import (
 // DecodeRequest decodes an app's chat.completions request body into the IR.
 //
 // Every system and developer message goes to Request.System, one entry per
-// text part, in order (translation.md §5.2: never only the first). Tool
+// text part, in order (docs/vendors.md#system-prompts: never only the first). Tool
 // messages become RoleTool messages, one ToolResult each, named from the
 // assistant tool call they answer. Tool-call arguments, a string of JSON on
 // the wire, become a JSON object; arguments that are not a JSON object
@@ -258,7 +258,7 @@ func toolCallPart(id string, f functionIO) ir.Part {
 
 // argumentsObject parses a call's argument string into a compact JSON
 // object, or {} when it is not one: missing or unparseable arguments become
-// {} (translation.md §1 and §5.9: Anthropic rejects a non-object input, and
+// {} (docs/vendors.md#tool-arguments-are-always-an-object: Anthropic rejects a non-object input, and
 // streams "" for parameterless tools). Each call gets its own slice, so no
 // consumer can change another's arguments.
 func argumentsObject(s string) json.RawMessage {
@@ -287,7 +287,7 @@ func decodeContent(raw []byte, assistant bool) ([]ir.Part, error) {
 		}
 		if s == "" && assistant {
 			// "" beside tool calls is a placeholder, and an empty text
-			// block is rejected by Anthropic (translation.md §5.3).
+			// block is rejected by Anthropic (docs/vendors.md#empty-content).
 			return nil, nil
 		}
 		return []ir.Part{{Kind: ir.PartText, Text: s}}, nil

@@ -23,7 +23,7 @@ const (
 
 // The reasoning_effort a thinking budget maps onto when the request has no
 // effort of its own: the inverse of litellm's low 1024 / medium 2048 /
-// high 4096 (translation.md §1).
+// high 4096 (docs/vendors.md#request-fields).
 const (
 	lowEffortMaxBudget    = 1024
 	mediumEffortMaxBudget = 2048

@@ -81,7 +81,7 @@ func DecodeResponse(body []byte) (*ir.Response, error) {
 
 // decodeFinish maps an OpenAI finish_reason onto the IR. Some compatible
 // servers say "stop" after tool calls; the IR says tool_calls whenever
-// there were calls (translation.md §5.14). Unknown or missing reasons are
+// there were calls (docs/vendors.md#finish-after-tool-calls). Unknown or missing reasons are
 // stop: losing the finish would be worse (bifrost #1821).
 func decodeFinish(reason string, hadToolCalls bool) ir.FinishReason {
 	switch reason {
@@ -132,7 +132,7 @@ func chunkID(id string) string {
 }
 
 // finishOut renders an IR finish reason as OpenAI's, saying tool_calls
-// whenever the answer made tool calls (translation.md §5.14: Anthropic and
+// whenever the answer made tool calls (docs/vendors.md#finish-after-tool-calls: Anthropic and
 // Gemini end such turns with end_turn / STOP).
 func finishOut(f ir.FinishReason, hadToolCalls bool) string {
 	switch f {

@@ -24,7 +24,7 @@ import (
 
 // These tests hold the encoders to the official openai-go SDK: whatever
 // detour translates must be what the SDK would have got from OpenAI
-// (translation.md §6).
+// (docs/vendors.md#openai-go).
 
 // sdkServer is a stand-in for detour: it records every request body and
 // answers with the next canned body.
@@ -89,7 +89,7 @@ func TestSDKDecodesEncodedResponse(t *testing.T) {
 		t.Errorf("content %q", ch.Message.Content)
 	}
 	if ch.FinishReason != "tool_calls" {
-		t.Errorf("finish_reason %q; want tool_calls after a tool call (translation.md §5.14)", ch.FinishReason)
+		t.Errorf("finish_reason %q; want tool_calls after a tool call (docs/vendors.md#finish-after-tool-calls)", ch.FinishReason)
 	}
 	if len(ch.Message.ToolCalls) != 1 {
 		t.Fatalf("tool calls: %+v", ch.Message.ToolCalls)

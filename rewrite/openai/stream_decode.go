@@ -10,7 +10,7 @@ import (
 )
 
 // StreamDecoder turns an upstream's chat.completion.chunk stream into IR
-// stream events (translation.md §3 A). Create one per attempt; it is not
+// stream events (docs/vendors.md#openai-stream). Create one per attempt; it is not
 // safe for concurrent use.
 type StreamDecoder struct {
 	started  bool // StreamStart was emitted
@@ -71,7 +71,7 @@ func (d *StreamDecoder) Decode(ev sse.Event) ([]ir.StreamEvent, error) {
 	c := &d.chunk
 	if c.failed {
 		// OpenRouter also sends a choice with finish_reason "error"; the
-		// error wins (provider-errors.md §6).
+		// error wins (docs/vendors.md#openai-compatible-servers).
 		d.failed = true
 		return []ir.StreamEvent{{Kind: ir.StreamError, Err: streamAppError(data)}}, nil
 	}
@@ -189,7 +189,7 @@ func streamAppError(data []byte) *rewrite.AppError {
 
 // classifyError guesses a failure class, and the HTTP status when the
 // envelope states one, from an in-stream error's code and type
-// (provider-errors.md §2, §6, §7). It is deliberately small: no policy, no
+// (docs/vendors.md#openai-errors, docs/vendors.md#openai-compatible-servers). It is deliberately small: no policy, no
 // message matching beyond what the code says.
 func classifyError(info rewrite.ErrorInfo) (class string, status int) {
 	// A numeric code is an HTTP status (vLLM, llama.cpp, OpenRouter, Azure

@@ -12,7 +12,7 @@ import (
 )
 
 // StreamEncoder writes IR stream events as the chat.completion.chunk stream
-// openai-go and the other official SDKs expect (translation.md §3 A, §6):
+// openai-go and the other official SDKs expect (docs/vendors.md#openai-stream, docs/vendors.md#openai-go):
 //
 //   - one id for the whole stream (ChatCompletionAccumulator refuses a
 //     chunk whose id differs), object chat.completion.chunk, one created
@@ -26,7 +26,7 @@ import (
 //     names. Indexes are dense from 0 in order of appearance, so no
 //     placeholder call appears in the app's list;
 //   - a finish chunk with an empty delta and finish_reason, tool_calls
-//     whenever calls were streamed (translation.md §5.14);
+//     whenever calls were streamed (docs/vendors.md#finish-after-tool-calls);
 //   - with IncludeUsage, a final chunk with choices:[] and the usage, sent
 //     once (the accumulator sums usage across chunks), and "usage":null on
 //     every other chunk; without it, no usage field at all;
@@ -270,7 +270,7 @@ func (e *StreamEncoder) appendArgs(dst []byte, n int, frag string) []byte {
 
 // finish writes the finish chunk. A tool call that never got an argument
 // fragment (Anthropic streams none for a parameterless tool) first gets
-// "{}", so that the app can parse its arguments (translation.md §5.9).
+// "{}", so that the app can parse its arguments (docs/vendors.md#tool-arguments-are-always-an-object).
 func (e *StreamEncoder) finish(dst []byte, f ir.FinishReason) []byte {
 	for i := range e.calls {
 		if !e.calls[i].args {

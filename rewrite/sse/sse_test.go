@@ -53,8 +53,8 @@ func (c *chunkReader) Read(p []byte) (int, error) {
 	return k, nil
 }
 
-// testdata/*.sse hold the example streams of translation.md §3 and the
-// in-stream errors of provider-errors.md (Anthropic overloaded right after
+// testdata/*.sse hold the example streams of docs/vendors.md#streams and
+// the in-stream errors of its vendor sections (Anthropic overloaded right after
 // message_start, OpenAI and OpenRouter error chunks, Gemini error chunks
 // with and without "data:"), byte for byte. rewrite's InspectEvent tests
 // read them too.

@@ -26,7 +26,7 @@ import (
 //     error, a 429);
 //   - testdata/<app>_to_<upstream>/*.golden: what the translator makes of
 //     them. Run go test -update after a deliberate change and review the
-//     diff against translation.md.
+//     diff against docs/vendors.md (see CONTRIBUTING.md#golden-files).
 //
 // Goldens alone would let -update bless a broken stream, so every output is
 // also checked in code (invariants_test.go) and reduced to what the app's

@@ -13,7 +13,7 @@ import (
 )
 
 // This file checks an app's translated stream or response the way the
-// app's SDK reads it (translation.md §6): the order and framing rules each
+// app's SDK reads it (docs/vendors.md#what-the-go-sdks-insist-on): the order and framing rules each
 // SDK depends on, asserted in code so that a golden file rewritten with
 // -update cannot hide a broken stream. Each checker also reduces the
 // output to what the SDK's accumulator would hand the app (a summary), so

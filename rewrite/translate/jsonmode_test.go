@@ -54,7 +54,7 @@ func TestJSONModeThroughAnthropic(t *testing.T) {
 // TestAnthropicJSONModeWhenThinkingIsDropped pins what an Anthropic
 // upstream is asked when the app wants JSON, reasoning, and is in the middle
 // of a tool loop. Another vendor's history has no signed thinking block to
-// replay, so the encoder turns thinking off (translation.md §5.8); JSON
+// replay, so the encoder turns thinking off (docs/vendors.md#thinking-and-tools); JSON
 // mode must then be enforced as it is without thinking — the forced JSON
 // tool, or "any" when the app has tools of its own — and an app's own
 // forced tool must be kept. Relaxing tool_choice to "auto" is only right

@@ -5,7 +5,7 @@ package translate
 // the app received back into the IR so that it can be cached. Both
 // directions go through the same vendor codecs as live traffic, so a
 // synthesized answer is byte for byte what a translated one would be, and
-// the official SDKs read it the same way (translation.md §6).
+// the official SDKs read it the same way (docs/vendors.md#what-the-go-sdks-insist-on).
 
 import (
 	"bytes"

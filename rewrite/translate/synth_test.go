@@ -256,7 +256,7 @@ func TestSynthesizeRoundTrip(t *testing.T) {
 						if after := viewOf(t, a.r); !reflect.DeepEqual(after, before) {
 							t.Errorf("Synthesize changed its argument: %+v", after)
 						}
-						// The app's SDK rules (translation.md §6).
+						// The app's SDK rules (docs/vendors.md#what-the-go-sdks-insist-on).
 						var s summary
 						if stream {
 							s = checkStream(t, app, body, streamCheck{includeUsage: includeUsage, model: "app-model", strict: true})

@@ -105,7 +105,7 @@ func decodeResponse(shape rewrite.Shape, body []byte) (*ir.Response, error) {
 }
 
 // unwrapJSONTool turns the forced JSON tool's call back into the text the
-// app asked for with response_format (translation.md §1, litellm's trick).
+// app asked for with response_format (docs/vendors.md#request-fields, litellm's trick).
 func unwrapJSONTool(r *ir.Response) {
 	for i, p := range r.Parts {
 		if p.Kind == ir.PartToolCall && p.ToolCall != nil && p.ToolCall.Name == anthropic.JSONToolName {
