@@ -396,7 +396,9 @@ var rules = []rule{
 	// capacity ran out, not the caller's quota (Vertex error-code-429 page).
 	{ClassOverloaded, "shared capacity", func(f *facts) bool {
 		return (f.status == http.StatusTooManyRequests || f.typ == "resource_exhausted") &&
-			len(f.quotaIDs) == 0 && f.says("resource exhausted. please try again later")
+			len(f.quotaIDs) == 0 && (f.says("resource exhausted. please try again later") ||
+			// Vertex's own error page spells it with a comma.
+			f.says("resource exhausted, please try again later"))
 	}},
 	// OpenAI's old "The engine is currently overloaded…" was a 429.
 	{ClassOverloaded, "overloaded", func(f *facts) bool {

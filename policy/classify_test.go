@@ -102,6 +102,7 @@ const (
 	gemInternalContext = `{"error":{"code":500,"message":"…input context is too long…","status":"INTERNAL"}}`                                                                                            // constructed
 	gemOverloaded      = `{"error":{"code":503,"message":"The model is overloaded. Please try again later.","status":"UNAVAILABLE"}}`
 	gemDeadline        = `{"error":{"code":504,"message":"…","status":"DEADLINE_EXCEEDED"}}` // constructed
+	vertexSharedComma  = `{"error":{"code":429,"message":"Resource exhausted, please try again later.","status":"RESOURCE_EXHAUSTED"}}`
 	vertexShared       = `{"error":{"code":429,"message":"Resource exhausted. Please try again later. Please refer to …/error-code-429 for more details.","status":"RESOURCE_EXHAUSTED"}}`
 	vertexProvisioned  = `{"error":{"code":429,"message":"Too many requests. Exceeded the Provisioned Throughput.","status":"RESOURCE_EXHAUSTED"}}`
 	gemBlocked         = `{"promptFeedback":{"blockReason":"SAFETY"},"usageMetadata":{"promptTokenCount":9,"totalTokenCount":9},"modelVersion":"gemini-2.5-flash"}` // constructed
@@ -307,6 +308,7 @@ func TestClassify(t *testing.T) {
 		classifyHTTP("gemini 504 DEADLINE_EXCEEDED", gem, 504, gemDeadline, ClassTimeout, "504 DEADLINE_EXCEEDED"),
 		classifyEvent("gemini in-stream UNAVAILABLE", gem, gemOverloaded, ClassOverloaded, "in-stream UNAVAILABLE"),
 		classifyHTTP("vertex 429 shared capacity", gem, 429, vertexShared, ClassOverloaded, "429 shared capacity"),
+		classifyHTTP("vertex 429 shared capacity, the documented spelling", gem, 429, vertexSharedComma, ClassOverloaded, "429 shared capacity"),
 		classifyHTTP("vertex 429 provisioned throughput", gem, 429, vertexProvisioned, ClassRateLimited, "429 RESOURCE_EXHAUSTED"),
 		classifyHTTP("gemini 200 blockReason goes to the app", gem, 200, gemBlocked, ClassNone, "200"),
 
