@@ -139,6 +139,26 @@ func TestSIGHUPReloadsThePolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitLog(`"trigger":"SIGHUP"`)
+
+	// A broken file is refused and logged once, whether the watcher or a
+	// SIGHUP finds it first; a SIGHUP that finds it again says it is still
+	// the refused file, as a warning, not as a new refusal.
+	// Written whole by rename: the watcher must not catch it half written.
+	os.WriteFile(path+".tmp", []byte(`{"upstreams": 1}`), 0o644)
+	if err := os.Rename(path+".tmp", path); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitLog("policy reload refused")
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitLog("policy file unchanged since it was refused")
+	if n := strings.Count(errb.String(), "policy reload refused"); n != 1 {
+		t.Errorf("the refusal was logged %d times; want once:\n%s", n, errb.String())
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

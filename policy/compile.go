@@ -419,7 +419,8 @@ func CredentialHeaders() []string { return append([]string(nil), credentialHeade
 
 // Compile decodes, validates and compiles a policy file. name is used in
 // error messages (and, unless opts.BaseDir is set, to resolve relative
-// paths). The error, if any, is an Errors naming every problem found.
+// paths). The error, if any, is (or wraps) an Errors naming every problem
+// found.
 func Compile(name string, data []byte, opts Options) (*Compiled, error) {
 	f, src, err := Decode(name, data)
 	if f == nil {
@@ -462,7 +463,7 @@ func Compile(name string, data []byte, opts Options) (*Compiled, error) {
 			a, b := src.errs[i], src.errs[j]
 			return a.Line < b.Line || (a.Line == b.Line && a.Col < b.Col)
 		})
-		return nil, src.errs
+		return nil, k.refuse(src.errs)
 	}
 	c.Fingerprint = hex.EncodeToString(k.fp.Sum(nil))
 	return c, nil

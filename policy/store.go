@@ -1,17 +1,12 @@
 package policy
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/fsnotify/fsnotify"
 )
 
 // Store publishes the current compiled policy. Readers call Load once per
@@ -33,6 +28,20 @@ type Store struct {
 	// what keeps a rollback in effect until the file really changes.
 	// Guarded by reload.
 	fileFP string
+	// refusedFP is the fingerprint of what the file (and the files it
+	// references) held at the last reload if that reload was refused, ""
+	// otherwise. Finding it again is the same refusal, not a new one: it is
+	// not recorded, counted or reported again, so that whatever fires
+	// reloads (a busy directory, a resync, a SIGHUP) cannot flood History
+	// or the log with one mistake. Guarded by reload.
+	refusedFP string
+	// refs are the files the policy file's last compile read, refused or
+	// not: the ones whose changes the watcher reloads for. Guarded by
+	// reload.
+	refs []string
+	// refsRead is poked after each reload from the file, so that a watcher
+	// learns of files a SIGHUP reload started to read.
+	refsRead chan struct{}
 	// now is the clock of history entries; nil means time.Now.
 	now func() time.Time
 
@@ -44,9 +53,10 @@ type Store struct {
 // NewStore returns a store holding c, recorded in History as the policy
 // detour started with.
 func NewStore(c *Compiled) *Store {
-	s := &Store{}
+	s := &Store{refsRead: make(chan struct{}, 1)}
 	if c != nil {
 		s.fileFP = c.Fingerprint
+		s.refs = c.Files
 		s.publish(c, TriggerStart)
 	}
 	return s
@@ -66,7 +76,9 @@ func (s *Store) Reloads() (ok, failed uint64) { return s.ok.Load(), s.fail.Load(
 // ReloadResult describes one reload attempt, for the caller's log.
 type ReloadResult struct {
 	// Changed is false when the file compiled to what was published from
-	// it last (nothing was swapped, counted or recorded).
+	// it last, or when it is refused and unchanged since the last reload
+	// refused it (Err is set then): nothing was swapped, counted or
+	// recorded.
 	Changed bool
 	// Policy is the newly published policy on success.
 	Policy *Compiled
@@ -84,6 +96,11 @@ type CompileFunc func(name string, data []byte) (*Compiled, error)
 // Reload reads path, and publishes its policy if it compiles and differs
 // from the policy last published from the file. It is recorded in History
 // as a SIGHUP reload; the watcher records its own as TriggerWatch.
+//
+// A file that is refused exactly as it was at the last reload (the same
+// bytes, the same referenced files) is not recorded or counted again: the
+// result has Err set and Changed false, so that the caller can say it is
+// still refused without saying so as a new failure.
 func (s *Store) Reload(path string, compile CompileFunc) ReloadResult {
 	return s.ReloadAs(TriggerSIGHUP, path, compile)
 }
@@ -92,23 +109,20 @@ func (s *Store) Reload(path string, compile CompileFunc) ReloadResult {
 func (s *Store) ReloadAs(t Trigger, path string, compile CompileFunc) ReloadResult {
 	s.reload.Lock()
 	defer s.reload.Unlock()
+	defer s.pokeWatcher()
 	data, err := os.ReadFile(path)
 	if err != nil {
-		s.fileFP = ""
-		s.refused("", err, t)
-		return ReloadResult{Changed: true, Err: err}
+		return s.refuse(t, "read\x00"+err.Error(), "", nil, err)
 	}
 	// Compiled every time, not skipped when the file's bytes are unchanged:
 	// a key file or ca_file it names may have been rotated.
 	c, err := compile(path, data)
 	if err != nil {
-		// Forgetting the file's fingerprint makes the next good compile
-		// publish even if it equals the one before: the file did change
-		// (to something broken and back), which ends a rollback.
-		s.fileFP = ""
-		s.refused(hashOf(data), err, t)
-		return ReloadResult{Changed: true, Err: err}
+		fp, files := refusalOf(data, err)
+		return s.refuse(t, fp, hashOf(data), files, err)
 	}
+	s.refusedFP = ""
+	s.refs = c.Files
 	cur := s.Load()
 	if c.Fingerprint == s.fileFP || (cur != nil && cur.Fingerprint == c.Fingerprint) {
 		s.fileFP = c.Fingerprint
@@ -119,104 +133,38 @@ func (s *Store) ReloadAs(t Trigger, path string, compile CompileFunc) ReloadResu
 	return ReloadResult{Changed: true, Policy: c}
 }
 
-// DefaultDebounce is how long the watcher waits after the last file event
-// before reloading: editors write a file in several steps, and the kubelet
-// swaps a ConfigMap with several renames.
-const DefaultDebounce = 100 * time.Millisecond
+// refuse handles a reload that published nothing: fp fingerprints what was
+// read, hash is the file's (for History), files what the compile read. The
+// caller holds s.reload.
+func (s *Store) refuse(t Trigger, fp, hash string, files []string, err error) ReloadResult {
+	// Forgetting the file's fingerprint makes the next good compile
+	// publish even if it equals the one before: the file did change
+	// (to something broken and back), which ends a rollback.
+	s.fileFP = ""
+	s.refs = files
+	if fp == s.refusedFP {
+		return ReloadResult{Err: err}
+	}
+	s.refusedFP = fp
+	s.refused(hash, err, t)
+	return ReloadResult{Changed: true, Err: err}
+}
 
-// Watch reloads path whenever it changes, until ctx ends. It watches the
-// file's directory, not the file: editors replace files by rename, and
-// Kubernetes updates a ConfigMap volume by swapping the "..data" symlink,
-// neither of which a watch on the old inode would see. Each attempt that
-// changed something is reported to onResult.
-func (s *Store) Watch(ctx context.Context, path string, compile CompileFunc, debounce time.Duration, onResult func(ReloadResult)) error {
-	if debounce <= 0 {
-		debounce = DefaultDebounce
+// pokeWatcher tells a watcher that the files the policy reads may have
+// changed. The channel holds one poke: a watcher that has not caught up
+// rereads them once.
+func (s *Store) pokeWatcher() {
+	select {
+	case s.refsRead <- struct{}{}:
+	default:
 	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return err
-	}
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		return err
-	}
-	defer w.Close()
-	if err := w.Add(filepath.Dir(abs)); err != nil {
-		return err
-	}
-	// Also watch the directories of the files the policy references (a key
-	// in a Kubernetes Secret volume, a ca_file), so that rotating one
-	// reloads. A directory that cannot be watched only loses that.
-	watched := map[string]bool{filepath.Dir(abs): true}
-	watchRefs := func(c *Compiled) {
-		if c == nil {
-			return
-		}
-		for _, f := range c.Files {
-			d := filepath.Dir(f)
-			if !watched[d] && w.Add(d) == nil {
-				watched[d] = true
-			}
-		}
-	}
-	watchRefs(s.Load())
-	added := make(chan *Compiled, 1)
-	var (
-		mu    sync.Mutex
-		timer *time.Timer
-	)
-	fire := func() {
-		r := s.ReloadAs(TriggerWatch, abs, compile)
-		if r.Changed && onResult != nil {
-			onResult(r)
-		}
-		if r.Policy != nil {
-			select {
-			case added <- r.Policy:
-			default:
-			}
-		}
-	}
-	defer func() {
-		mu.Lock()
-		if timer != nil {
-			timer.Stop()
-		}
-		mu.Unlock()
-	}()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case c := <-added:
-			watchRefs(c)
-		case ev, ok := <-w.Events:
-			if !ok {
-				return errors.New("policy watcher closed")
-			}
-			if ev.Op == fsnotify.Chmod {
-				continue
-			}
-			// Any change in the directory may be the one that matters: the
-			// file itself, a symlink it resolves through, or "..data".
-			// Reload compares hashes, so spurious events cost one read.
-			mu.Lock()
-			if timer == nil {
-				timer = time.AfterFunc(debounce, fire)
-			} else {
-				timer.Reset(debounce)
-			}
-			mu.Unlock()
-		case err, ok := <-w.Errors:
-			if !ok {
-				return errors.New("policy watcher closed")
-			}
-			if onResult != nil {
-				onResult(ReloadResult{Changed: true, Err: err})
-			}
-		}
-	}
+}
+
+// readRefs returns the files the policy file's last compile read.
+func (s *Store) readRefs() []string {
+	s.reload.Lock()
+	defer s.reload.Unlock()
+	return s.refs
 }
 
 func hashOf(data []byte) string {

@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -51,16 +50,11 @@ func TestWatchFollowsConfigMapSymlinkSwap(t *testing.T) {
 	s := NewStore(first)
 	var mu sync.Mutex
 	var results []ReloadResult
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		_ = s.Watch(ctx, path, compileTest, 20*time.Millisecond, func(r ReloadResult) {
-			mu.Lock()
-			results = append(results, r)
-			mu.Unlock()
-		})
-	}()
-	time.Sleep(100 * time.Millisecond) // let the watch start
+	startWatch(t, s, path, compileTest, WatchOptions{Debounce: 20 * time.Millisecond, OnResult: func(r ReloadResult) {
+		mu.Lock()
+		results = append(results, r)
+		mu.Unlock()
+	}})
 
 	writeGen("..2026_11_30_02", policyWithVersion("v2"))
 	waitFor(t, func() bool { return s.Load().Version == "v2" }, "ConfigMap swap to v2")
@@ -128,10 +122,7 @@ func TestWatchReloadsWhenAReferencedKeyRotates(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := NewStore(c)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go s.Watch(ctx, path, compileTest, 20*time.Millisecond, nil)
-	time.Sleep(100 * time.Millisecond)
+	startWatch(t, s, path, compileTest, WatchOptions{Debounce: 20 * time.Millisecond})
 
 	os.WriteFile(keyFile, []byte("sk-new"), 0o600)
 	waitFor(t, func() bool { return s.Load().Upstreams["backup"].Key == "sk-new" }, "the rotated key")

@@ -454,7 +454,12 @@ func TestPolicyReloadChangesChainOrder(t *testing.T) {
 
 	// A broken file changes nothing, and says why.
 	h.WritePolicy(t, `{"upstreams": {}, "routes": [], "bogus": 1}`)
-	time.Sleep(400 * time.Millisecond)
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(h.Log(), "policy reload refused"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the broken write was not refused within 5s:\n%s", h.Log())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if got := answer(); got != "Hello from b." {
 		t.Errorf("after a broken write: %q; want the last good policy kept", got)
 	}

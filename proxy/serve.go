@@ -208,9 +208,18 @@ func Serve(ctx context.Context, opts Options) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if opts.PolicyPath != "" {
+	// watching is closed once the policy's directory is watched (or the
+	// watch failed): Ready waits for it, so that an edit made on that cue
+	// is never missed.
+	watching := make(chan struct{})
+	if opts.PolicyPath == "" {
+		close(watching)
+	} else {
 		go func() {
-			err := store.Watch(ctx, opts.PolicyPath, CompilePolicy, 0, func(r policy.ReloadResult) {
+			var once sync.Once
+			armed := func() { once.Do(func() { close(watching) }) }
+			defer armed()
+			err := store.Watch(ctx, opts.PolicyPath, CompilePolicy, policy.WatchOptions{Ready: armed, OnResult: func(r policy.ReloadResult) {
 				// Rollbacks and history are recorded by the store itself.
 				if r.Err != nil {
 					logger.Error().Str("component", "policy").Str("file", opts.PolicyPath).Err(r.Err).
@@ -222,7 +231,7 @@ func Serve(ctx context.Context, opts Options) error {
 					ev = ev.Str("warning", "listen changed; it takes effect at the next restart")
 				}
 				ev.Msg("policy reloaded")
-			})
+			}})
 			if err != nil {
 				logger.Error().Str("component", "policy").Err(err).Msg("policy watch stopped; hot reload is off")
 			}
@@ -238,6 +247,10 @@ func Serve(ctx context.Context, opts Options) error {
 				case <-hup:
 					r := store.Reload(opts.PolicyPath, CompilePolicy)
 					switch {
+					case r.Err != nil && !r.Changed:
+						// Logged (and counted) when it was first refused.
+						logger.Warn().Str("component", "policy").Str("trigger", "SIGHUP").Err(r.Err).Str("kept_version", store.Load().Version).
+							Msg("policy file unchanged since it was refused; keeping the last good policy")
 					case r.Err != nil:
 						logger.Error().Str("component", "policy").Str("trigger", "SIGHUP").Err(r.Err).Msg("policy reload refused; keeping the last good policy")
 					case r.Changed:
@@ -255,6 +268,10 @@ func Serve(ctx context.Context, opts Options) error {
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(&acceptNotifier{Listener: ln, first: readiness.Serving}) }()
+	select {
+	case <-watching:
+	case <-ctx.Done():
+	}
 	if opts.Ready != nil {
 		opts.Ready(ln.Addr(), ca)
 	}
