@@ -280,6 +280,8 @@ type Compiled struct {
 	Classifier *Classifier
 	// Cache is the response cache's configuration.
 	Cache CachePolicy
+	// Admin is who may use the admin listener beyond its probes.
+	Admin AdminPolicy
 
 	hosts map[string]bool
 }
@@ -594,6 +596,7 @@ func (k *compiler) top(f *File) {
 		}
 	}
 	k.ca(f.CA)
+	k.admin(f.Admin)
 
 	base := Timeouts{Connect: DefaultConnectTimeout, FirstByte: DefaultFirstByteTimeout, Idle: DefaultIdleTimeout}
 	base = k.timeouts("timeouts", f.Timeouts, base)

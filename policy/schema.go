@@ -18,6 +18,10 @@ type File struct {
 	// /metrics, /status, /policy/history, /policy/rollback). Default
 	// DefaultAdminListen; "off" disables it.
 	AdminListen string `json:"admin_listen,omitempty"`
+	// Admin says who may use the admin listener beyond its probes (see
+	// AdminFile). Absent: /status, /policy/history and /policy/rollback
+	// answer loopback callers only.
+	Admin *AdminFile `json:"admin,omitempty"`
 	// CA names detour's certificate authority files. Default: ca.pem and
 	// ca-key.pem in the user's config directory (~/.config/detour/).
 	CA *CAFile `json:"ca,omitempty"`

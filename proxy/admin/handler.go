@@ -3,10 +3,14 @@
 // policy history and policy rollback.
 //
 // The admin listener is on loopback by default, but Kubernetes sets
-// admin_listen to 0.0.0.0:8788 so the kubelet can probe it: everything served
-// here must be safe for anyone on the pod network to read. No key, no policy
-// file content, no request content is ever served; upstreams appear by name
-// only (not even base_url, which may carry userinfo).
+// admin_listen to 0.0.0.0:8788 so the kubelet can probe it, and then every
+// pod that reaches the pod IP reaches it too. So only /healthz, /readyz and
+// /metrics answer anyone. Everything else — /status, /policy/history, POST
+// /policy/rollback and any endpoint added later — answers a loopback peer,
+// or a caller that sends the admin bearer token (admin.token_file); see
+// auth.go. Even so, no key, no policy file content, no request content is
+// ever served; upstreams appear by name only (not even base_url, which may
+// carry userinfo).
 //
 // admin imports policy, chain and health; it must not import proxy (proxy
 // wires it).
@@ -15,9 +19,7 @@ package admin
 import (
 	"encoding/json"
 	"errors"
-	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -40,9 +42,11 @@ type Options struct {
 	// Ready says whether detour should receive traffic: nil when ready,
 	// else why not. nil Ready means always ready.
 	Ready func() error
-	// Log receives one line per rollback.
+	// Log receives one line per rollback and per refused request (see
+	// guard).
 	Log zerolog.Logger
-	// Now is the clock of /status; default time.Now.
+	// Now is the clock of /status and of the admin token's re-reads;
+	// default time.Now.
 	Now func() time.Time
 	// CacheLen reports the response cache's entries for /status; nil: 0.
 	CacheLen func() int
@@ -57,12 +61,19 @@ type Options struct {
 //	GET  /policy/history   JSON: the last policy load attempts, newest first
 //	POST /policy/rollback  {"hash": "<hash or unique prefix>"}: publish an earlier policy
 //
+// The first three answer anyone. Every other path is guarded (see guard):
+// it answers a peer on the loopback interface, or a request with
+// "Authorization: Bearer <token>" where the token is admin.token_file's
+// content; a wrong token gets 401. The guard wraps the whole mux, so an
+// endpoint registered later is guarded without asking for it.
+//
 // A rollback stays in effect until the policy file, or a file it references,
 // changes; the next successful reload of the changed file replaces it (see
 // policy.Store.Rollback). Cross-origin browser requests are refused, and a
-// rollback must name detour by IP address or "localhost" in its Host header,
-// so that neither a web page nor a DNS-rebinding one can roll a developer's
-// policy back through the loopback listener.
+// loopback caller without the token must name detour by IP address or
+// "localhost" in its Host header, so that neither a web page nor a
+// DNS-rebinding one can read the status or roll a developer's policy back
+// through the loopback listener.
 func NewHandler(opts Options) http.Handler {
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -79,7 +90,8 @@ func NewHandler(opts Options) http.Handler {
 	mux.HandleFunc("GET /status", h.status)
 	mux.HandleFunc("GET /policy/history", h.history)
 	mux.HandleFunc("POST /policy/rollback", h.rollback)
-	return http.NewCrossOriginProtection().Handler(mux)
+	g := &guard{store: opts.Store, log: opts.Log, now: opts.Now, next: mux}
+	return http.NewCrossOriginProtection().Handler(g)
 }
 
 type handler struct {
@@ -120,10 +132,6 @@ type errorJSON struct {
 }
 
 func (h *handler) rollback(w http.ResponseWriter, r *http.Request) {
-	if !localHost(r.Host) {
-		writeJSON(w, http.StatusForbidden, errorJSON{Error: "rollback must address detour by IP address or localhost (Host " + r.Host + " refused: DNS rebinding protection)"})
-		return
-	}
 	var req rollbackRequest
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRollbackBody))
 	dec.DisallowUnknownFields()
@@ -148,22 +156,12 @@ func (h *handler) rollback(w http.ResponseWriter, r *http.Request) {
 	}
 	h.opts.Log.Warn().Str("component", "policy").Str("trigger", string(policy.TriggerRollback)).
 		Str("version", c.Version).Str("hash", c.Hash[:12]).
+		Str("peer", r.RemoteAddr).Str("admitted", string(AdmissionOf(r))).
 		Msg("policy rolled back; it stays until the policy file changes")
 	writeJSON(w, http.StatusOK, EntryJSON{
 		Version: c.Version, Hash: c.Hash, LoadedAt: h.opts.Now().UTC(), Result: policy.ResultOK,
 		Trigger: string(policy.TriggerRollback), Active: h.opts.Store.Load() == c,
 	})
-}
-
-// localHost reports whether a Host header names detour by IP address or
-// as localhost. A DNS-rebinding page's requests carry its own domain name.
-func localHost(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	return strings.EqualFold(host, "localhost") || net.ParseIP(host) != nil
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

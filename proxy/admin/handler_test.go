@@ -25,6 +25,13 @@ func testHandler(ready func() error) (http.Handler, *policy.Store) {
 	return NewHandler(Options{Store: store, Health: hr, Metrics: NewMetrics(store, hr), Ready: ready}), store
 }
 
+// local makes req come from a loopback peer (httptest.NewRequest's default
+// peer, 192.0.2.1, is not one).
+func local(req *http.Request) *http.Request {
+	req.RemoteAddr = "127.0.0.1:40000"
+	return req
+}
+
 func do(t *testing.T, h http.Handler, req *http.Request) (int, http.Header, string) {
 	t.Helper()
 	w := httptest.NewRecorder()
@@ -83,7 +90,7 @@ func TestReadinessNeedsEverythingAndEndsAtShutdown(t *testing.T) {
 func TestRollbackRequestErrors(t *testing.T) {
 	h, store := testHandler(nil)
 	post := func(body string, mod func(*http.Request)) (int, string) {
-		req := httptest.NewRequest("POST", "http://127.0.0.1:8788/policy/rollback", strings.NewReader(body))
+		req := local(httptest.NewRequest("POST", "http://127.0.0.1:8788/policy/rollback", strings.NewReader(body)))
 		if mod != nil {
 			mod(req)
 		}
@@ -112,7 +119,7 @@ func TestRollbackRequestErrors(t *testing.T) {
 		t.Errorf("ok reloads = %d; want the 2 good rollbacks counted", ok)
 	}
 
-	code, hdr, _ := do(t, h, httptest.NewRequest("GET", "/policy/rollback", nil))
+	code, hdr, _ := do(t, h, local(httptest.NewRequest("GET", "http://127.0.0.1:8788/policy/rollback", nil)))
 	if code != 405 || hdr.Get("Allow") != "POST" {
 		t.Errorf("GET /policy/rollback: %d Allow %q; want 405 Allow POST", code, hdr.Get("Allow"))
 	}
@@ -120,7 +127,7 @@ func TestRollbackRequestErrors(t *testing.T) {
 
 func TestStatusNeverShowsKeysOrBaseURLs(t *testing.T) {
 	h, _ := testHandler(nil)
-	_, _, body := do(t, h, httptest.NewRequest("GET", "/status", nil))
+	_, _, body := do(t, h, local(httptest.NewRequest("GET", "http://127.0.0.1:8788/status", nil)))
 	var st StatusJSON
 	if err := json.Unmarshal([]byte(body), &st); err != nil {
 		t.Fatal(err)

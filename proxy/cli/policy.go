@@ -171,7 +171,14 @@ func policyExplain(args []string, stdout, stderr io.Writer) error {
 	if c.HedgeAfter > 0 {
 		fmt.Fprintf(w, "hedging:\tthe next upstream starts beside one that sent no headers after %s\n", c.HedgeAfter)
 	}
-	live, liveErr := liveCooldowns(*admin, c.AdminListen)
+	running, liveErr := askRunning(*admin, c)
+	// Cooldowns and breakers are keyed by upstream name, and the same name
+	// may mean another upstream in another policy: they are shown only when
+	// the running detour runs this very file.
+	var live map[string]liveCooldown
+	if liveErr == nil && running.hash == c.Hash {
+		live = running.upstreams
+	}
 	fmt.Fprintln(w, "chain:")
 	for i, u := range chain {
 		if u.Static {
@@ -266,6 +273,9 @@ func policyExplain(args []string, stdout, stderr io.Writer) error {
 	switch {
 	case liveErr != nil:
 		fmt.Fprintf(w, "now:\tno running detour answered (%v); cooldowns not known\n", liveErr)
+	case running.hash != c.Hash:
+		fmt.Fprintf(w, "now:\tthe detour at %s runs another policy: version %s (hash %s, from %s, %s), not this file (hash %s); its cooldowns and breakers are not shown\n",
+			running.addr, running.version, shortHash(running.hash), running.source, running.trigger, shortHash(c.Hash))
 	default:
 		n := 0
 		for _, l := range live {
@@ -273,33 +283,71 @@ func policyExplain(args []string, stdout, stderr io.Writer) error {
 				n++
 			}
 		}
-		fmt.Fprintf(w, "now:\tcooldowns and breakers above are those of the running detour (%d upstream(s) cooling down)\n", n)
+		fmt.Fprintf(w, "now:\tthe detour at %s runs this file (version %s, hash %s): cooldowns and breakers above are its own (%d upstream(s) cooling down)\n",
+			running.addr, running.version, shortHash(running.hash), n)
 	}
 	return nil
 }
 
 type liveCooldown struct{ until, reason, breaker string }
 
-// liveCooldowns asks a running detour's admin listener which upstreams are
-// cooling down, so that explain can say which would be skipped now.
-func liveCooldowns(flagAddr, policyAddr string) (map[string]liveCooldown, error) {
+// runningDetour is what a running detour's /status says.
+type runningDetour struct {
+	addr                           string
+	version, hash, source, trigger string
+	upstreams                      map[string]liveCooldown
+}
+
+// askRunning asks a running detour's admin listener which policy it runs
+// and which upstreams are cooling down, so that explain can say which
+// would be skipped now. It sends the admin token of c's admin.token_file,
+// if any: /status needs it unless explain runs on detour's own host.
+func askRunning(flagAddr string, c *policy.Compiled) (runningDetour, error) {
 	addr := flagAddr
 	if addr == "" {
-		addr = policyAddr
+		addr = c.AdminListen
 	}
 	if addr == "" || addr == "off" {
-		return nil, errors.New("admin listener off")
+		return runningDetour{}, errors.New("admin listener off")
 	}
 	if host, port, err := net.SplitHostPort(addr); err == nil && (host == "" || host == "0.0.0.0" || host == "::") {
 		addr = net.JoinHostPort("127.0.0.1", port)
 	}
-	client := &http.Client{Timeout: 500 * time.Millisecond, Transport: &http.Transport{Proxy: nil}}
-	resp, err := client.Get("http://" + addr + "/status")
+	req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/status", nil)
 	if err != nil {
-		return nil, fmt.Errorf("GET http://%s/status: %w", addr, err)
+		return runningDetour{}, fmt.Errorf("admin address %q: %w", addr, err)
+	}
+	if c.Admin.TokenFile != "" {
+		// Read as the listener would; a file compile accepted is readable,
+		// unless it changed since.
+		if tok, err := policy.ReadAdminToken(c.Admin.TokenFile); err == nil {
+			req.Header.Set("Authorization", "Bearer "+string(tok))
+		}
+	}
+	client := &http.Client{Timeout: 500 * time.Millisecond, Transport: &http.Transport{Proxy: nil}}
+	resp, err := client.Do(req)
+	if err != nil {
+		return runningDetour{}, fmt.Errorf("GET http://%s/status: %w", addr, err)
 	}
 	defer resp.Body.Close()
+	body := io.LimitReader(resp.Body, 1<<20)
+	if resp.StatusCode != http.StatusOK {
+		var e struct {
+			Error string `json:"error"`
+		}
+		_ = json.NewDecoder(body).Decode(&e)
+		if e.Error == "" {
+			e.Error = "no JSON error"
+		}
+		return runningDetour{}, fmt.Errorf("GET http://%s/status: %s: %s", addr, resp.Status, e.Error)
+	}
 	var st struct {
+		Policy struct {
+			Version string `json:"version"`
+			Hash    string `json:"hash"`
+			Source  string `json:"source"`
+			Trigger string `json:"trigger"`
+		} `json:"policy"`
 		Upstreams map[string]struct {
 			CooldownUntil  *time.Time `json:"cooldown_until"`
 			CooldownReason string     `json:"cooldown_reason"`
@@ -308,10 +356,14 @@ func liveCooldowns(flagAddr, policyAddr string) (map[string]liveCooldown, error)
 			} `json:"breaker"`
 		} `json:"upstreams"`
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st); err != nil {
-		return nil, fmt.Errorf("reading /status: %w", err)
+	if err := json.NewDecoder(body).Decode(&st); err != nil {
+		return runningDetour{}, fmt.Errorf("reading /status: %w", err)
 	}
-	out := map[string]liveCooldown{}
+	if st.Policy.Hash == "" {
+		return runningDetour{}, fmt.Errorf("http://%s/status names no policy hash: is that a detour?", addr)
+	}
+	out := runningDetour{addr: addr, version: st.Policy.Version, hash: st.Policy.Hash, source: st.Policy.Source,
+		trigger: st.Policy.Trigger, upstreams: map[string]liveCooldown{}}
 	for name, u := range st.Upstreams {
 		var lc liveCooldown
 		if u.CooldownUntil != nil && time.Now().Before(*u.CooldownUntil) {
@@ -321,10 +373,18 @@ func liveCooldowns(flagAddr, policyAddr string) (map[string]liveCooldown, error)
 			lc.breaker = u.Breaker.State
 		}
 		if lc != (liveCooldown{}) {
-			out[name] = lc
+			out.upstreams[name] = lc
 		}
 	}
 	return out, nil
+}
+
+// shortHash is a policy hash's first 12 hex digits, as the log shows it.
+func shortHash(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
 }
 
 func authText(u *policy.Upstream, app rewrite.Shape) string {

@@ -307,6 +307,8 @@ const customPolicy = `{
 func chartCases(t *testing.T) []chartCase {
 	caCert, caKey, givenCA := writeTestCA(t)
 	policyFile := writeFile(t, "policy.json", fmt.Sprintf(customPolicy, 8787, 8788))
+	adminPolicyFile := writeFile(t, "admin-policy.json", strings.Replace(fmt.Sprintf(customPolicy, 8787, 8788),
+		`"listen"`, `"admin": {"token_file": "`+AdminTokenFile+`"}, "listen"`, 1))
 	portsPolicy := writeFile(t, "ports.json", fmt.Sprintf(customPolicy, 9787, 9788))
 	return []chartCase{
 		{name: "defaults", native: true},
@@ -320,11 +322,34 @@ func chartCases(t *testing.T) []chartCase {
 		},
 		{
 			name: "policy from a file, kept verbatim", native: true,
-			setFile: []string{"policy.json=" + policyFile},
+			setFile: []string{"policy.json=" + adminPolicyFile},
 			check: func(t *testing.T, m *manifests, cfg Config) {
-				want, _ := os.ReadFile(policyFile)
+				want, _ := os.ReadFile(adminPolicyFile)
 				if got := m.configMap(releaseNS, "detour-policy").Data["policy.json"]; got != string(want) {
 					t.Errorf("policy ConfigMap differs from the file:\n%s", got)
+				}
+			},
+		},
+		{
+			// Inserted on the first line, so that detour's line:column in
+			// an error still points at the user's own file.
+			name: "policy from a file without an admin section: the admin token file added", native: true,
+			setFile: []string{"policy.json=" + policyFile},
+			check: func(t *testing.T, m *manifests, cfg Config) {
+				file, _ := os.ReadFile(policyFile)
+				want := strings.Replace(string(file), "{", `{"admin": {"token_file": "`+AdminTokenFile+`"},`, 1)
+				if got := m.configMap(releaseNS, "detour-policy").Data["policy.json"]; got != want {
+					t.Errorf("policy ConfigMap:\n%s\nwant:\n%s", got, want)
+				}
+			},
+		},
+		{
+			name: "existing admin token Secret", native: true,
+			set:        []string{"admin.existingSecret=ops-admin-token", "namespaces={shop,research}"},
+			namespaces: []string{"shop", "research"},
+			check: func(t *testing.T, m *manifests, cfg Config) {
+				if cfg.AdminTokenSecret != "ops-admin-token" || m.secret("shop", "detour-admin-token") != nil {
+					t.Errorf("adminTokenSecret %q; want ops-admin-token and no chart Secret", cfg.AdminTokenSecret)
 				}
 			},
 		},
@@ -593,10 +618,25 @@ func checkCommon(t *testing.T, m *manifests, c chartCase, namespaces []string) C
 	if cfg.PolicyConfigMap != "" {
 		policyCM, caSecret = cfg.PolicyConfigMap, cfg.CASecret
 	}
+	adminSecret := cfg.withDefaults().AdminTokenSecret
 	var caPEM []byte
+	tokens := map[string]string{}
 	for _, ns := range namespaces {
+		token := []byte("a-token-from-an-existing-secret")
+		if s := m.secret(ns, adminSecret); s != nil {
+			token = s.Data[AdminTokenKey]
+			if !regexp.MustCompile(`^[A-Za-z0-9]{43}$`).Match(token) {
+				t.Errorf("%s: admin token %q; want 43 random letters and digits", ns, token)
+			}
+			if other, dup := tokens[string(token)]; dup {
+				t.Errorf("namespaces %s and %s share an admin token: a Secret read in one would open the other", other, ns)
+			}
+			tokens[string(token)] = ns
+		} else if !strings.Contains(strings.Join(c.keys(), ","), "admin.existingSecret") {
+			t.Errorf("%s: no admin token Secret %q", ns, adminSecret)
+		}
 		if cm := m.configMap(ns, policyCM); cm != nil {
-			checkPolicy(t, cm.Data["policy.json"], cfg.withDefaults())
+			checkPolicy(t, cm.Data["policy.json"], cfg.withDefaults(), token)
 		} else if !strings.Contains(strings.Join(c.keys(), ","), "policy.existingConfigMap") {
 			t.Errorf("%s: no policy ConfigMap %q", ns, policyCM)
 		}
@@ -895,12 +935,19 @@ func checkPodSpec(t *testing.T, name string, ps *corev1.PodSpec) {
 // checkPolicy: the ConfigMap's policy compiles with detour's own compiler
 // and fits the sidecar: listen on the proxy port, admin on every interface
 // at the admin port, CA where the Secret is mounted.
-func checkPolicy(t *testing.T, text string, cfg Config) {
+func checkPolicy(t *testing.T, text string, cfg Config, adminToken []byte) {
 	t.Helper()
 	c, err := policy.Compile("policy.json", []byte(text), policy.Options{
 		BaseDir:      policyDir,
 		DefaultCADir: CADir,
 		Getenv:       func(string) (string, bool) { return "test-key", true },
+		// The admin token as the pod mounts it from the rendered Secret.
+		ReadFile: func(p string) ([]byte, error) {
+			if p == AdminTokenFile {
+				return adminToken, nil
+			}
+			return os.ReadFile(p)
+		},
 	})
 	if err != nil {
 		t.Fatalf("the chart's policy does not compile: %v", err)
@@ -910,6 +957,11 @@ func checkPolicy(t *testing.T, text string, cfg Config) {
 	}
 	if c.CACertFile != CADir+"/"+CACertKey || c.CAKeyFile != CADir+"/"+CAKeyKey {
 		t.Errorf("policy CA files %s, %s; want the Secret's mount", c.CACertFile, c.CAKeyFile)
+	}
+	// The admin listener is on the pod IP: without the token, /status and
+	// rollback would answer no one outside the pod.
+	if c.Admin.TokenFile != AdminTokenFile {
+		t.Errorf("policy admin.token_file %q; want the admin token Secret's mount %s", c.Admin.TokenFile, AdminTokenFile)
 	}
 }
 
@@ -1006,6 +1058,10 @@ func TestChartFailsOnMistakes(t *testing.T) {
 		{"policy not JSON", []string{"--set-file", "policy.json=" + keyOnly}, "policy.json is not valid JSON"},
 		{"ca section elsewhere", []string{"--set-file", "policy.json=" + writeFile(t, "ca.json",
 			`{"admin_listen": "0.0.0.0:8788", "ca": {"cert_file": "ca.pem", "key_file": "ca-key.pem"}}`)}, "the ca section must name /var/run/secrets/detour/ca.pem"},
+		{"admin token elsewhere", []string{"--set-file", "policy.json=" + writeFile(t, "admin.json",
+			`{"admin_listen": "0.0.0.0:8788", "admin": {"token_file": "/etc/token"}}`)}, `admin.token_file is "/etc/token": set it to "/var/run/secrets/detour-admin/token"`},
+		{"admin section without a token file", []string{"--set-file", "policy.json=" + writeFile(t, "admin-empty.json",
+			`{"admin_listen": "0.0.0.0:8788", "admin": {}}`)}, `admin.token_file is "": set it to "/var/run/secrets/detour-admin/token"`},
 		{"ca.key without ca.cert", []string{"--set-file", "ca.key=" + keyOnly}, "ca.cert and ca.key go together"},
 		{"unknown value", []string{"--set", "injector.failurepolicy=Fail"}, "additional properties 'failurepolicy' not allowed"},
 		{"bad nativeSidecars", []string{"--set", "sidecar.nativeSidecars=maybe"}, "nativeSidecars"},
@@ -1098,15 +1154,16 @@ spec:
 			}
 			checkPodSpec(t, "shop", &d.Spec.Template.Spec)
 			cfg := Config{
-				Image:           "ghcr.io/detour-proxy/detour:" + meta.AppVersion,
-				NativeSidecars:  ptr(kube == "1.30.0"),
-				PolicyConfigMap: "shop-detour-policy",
-				CASecret:        "shop-detour-ca",
-				KeysSecret:      "shop-llm-keys",
-				KeysMode:        KeysModeFile,
+				Image:            "ghcr.io/detour-proxy/detour:" + meta.AppVersion,
+				NativeSidecars:   ptr(kube == "1.30.0"),
+				PolicyConfigMap:  "shop-detour-policy",
+				CASecret:         "shop-detour-ca",
+				AdminTokenSecret: "shop-detour-admin-token",
+				KeysSecret:       "shop-llm-keys",
+				KeysMode:         KeysModeFile,
 			}
-			if m.configMap("shop", cfg.PolicyConfigMap) == nil || m.secret("shop", cfg.CASecret) == nil {
-				t.Fatalf("the subchart did not create %s and %s in the parent's namespace", cfg.PolicyConfigMap, cfg.CASecret)
+			if m.configMap("shop", cfg.PolicyConfigMap) == nil || m.secret("shop", cfg.CASecret) == nil || m.secret("shop", cfg.AdminTokenSecret) == nil {
+				t.Fatalf("the subchart did not create %s, %s and %s in the parent's namespace", cfg.PolicyConfigMap, cfg.CASecret, cfg.AdminTokenSecret)
 			}
 			compareWithWebhook(t, &corev1.Pod{ObjectMeta: d.Spec.Template.ObjectMeta, Spec: d.Spec.Template.Spec}, cfg, "shop")
 		})
@@ -1213,9 +1270,19 @@ func TestChartNamedTemplateNamesMatchCode(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range []string{PolicyFile, policyDir, CADir, CACertDir, TrustDir, BundleFile, KeysDir, ConfigHome,
-		volPolicy, volCA, volCACert, volTrust, volKeys, TrustContainerName} {
+		AdminTokenDir, volPolicy, volCA, volCACert, volTrust, volKeys, volAdmin, TrustContainerName} {
 		if !bytes.Contains(tpl, []byte(s)) {
 			t.Errorf("_sidecar.tpl does not mention %q", s)
+		}
+	}
+	// The policy's admin.token_file, which the chart checks and adds.
+	for _, f := range []string{"namespaced.yaml", "../values.yaml"} {
+		b, err := os.ReadFile(filepath.Join(chartDir, "templates", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(b, []byte(AdminTokenFile)) {
+			t.Errorf("%s does not mention %q", f, AdminTokenFile)
 		}
 	}
 }

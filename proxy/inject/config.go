@@ -31,6 +31,9 @@ const (
 	DefaultPolicyConfigMap = "detour-policy"
 	// DefaultCASecret is the Secret holding ca.pem and ca-key.pem.
 	DefaultCASecret = "detour-ca"
+	// DefaultAdminTokenSecret is the Secret holding the admin token (key
+	// AdminTokenKey).
+	DefaultAdminTokenSecret = "detour-admin-token"
 	// KeysModeEnv exposes every key of the keys Secret as an environment
 	// variable of detour (policy auth {"env": "NAME"}).
 	KeysModeEnv = "env"
@@ -69,6 +72,11 @@ type Config struct {
 	// CASecret names the Secret, in the pod's namespace, with keys ca.pem and
 	// ca-key.pem. Default DefaultCASecret.
 	CASecret string `json:"caSecret,omitempty"`
+	// AdminTokenSecret names the Secret, in the pod's namespace, whose key
+	// AdminTokenKey is the admin listener's bearer token, mounted into
+	// detour alone at AdminTokenFile (the policy's admin.token_file).
+	// Default DefaultAdminTokenSecret.
+	AdminTokenSecret string `json:"adminTokenSecret,omitempty"`
 	// KeysSecret names a Secret, in the pod's namespace, with detour's own
 	// vendor keys. Default none. Per pod: annotation detour.io/keys-secret.
 	KeysSecret string `json:"keysSecret,omitempty"`
@@ -148,7 +156,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("proxyPort and adminPort are both %d", d.ProxyPort))
 	}
 	for _, n := range []struct{ field, name string }{
-		{"policyConfigMap", d.PolicyConfigMap}, {"caSecret", d.CASecret}, {"keysSecret", d.KeysSecret},
+		{"policyConfigMap", d.PolicyConfigMap}, {"caSecret", d.CASecret}, {"adminTokenSecret", d.AdminTokenSecret}, {"keysSecret", d.KeysSecret},
 	} {
 		if n.name == "" && n.field == "keysSecret" {
 			continue
@@ -194,6 +202,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CASecret == "" {
 		c.CASecret = DefaultCASecret
+	}
+	if c.AdminTokenSecret == "" {
+		c.AdminTokenSecret = DefaultAdminTokenSecret
 	}
 	if c.KeysMode == "" {
 		c.KeysMode = KeysModeEnv

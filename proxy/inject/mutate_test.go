@@ -349,6 +349,25 @@ func checkInjected(t *testing.T, cfg Config, before, after *corev1.Pod, native b
 			t.Errorf("container %q mounts the CA key: %v; only detour may", c.Name, got)
 		}
 	}
+	// The admin token, like the CA key, is detour's alone: an app holding
+	// it could roll the policy back from anywhere in the cluster.
+	for _, c := range append(append([]corev1.Container(nil), after.Spec.InitContainers...), after.Spec.Containers...) {
+		mounts := slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+			sec := vol[m.Name].Secret
+			return sec != nil && sec.SecretName == s.AdminTokenSecret
+		})
+		if mounts != (c.Name == ContainerName) {
+			t.Errorf("container %q mounts the admin token Secret %q: %v; only detour may", c.Name, s.AdminTokenSecret, mounts)
+		}
+	}
+	// On the directory, never by subPath: a subPath mount is never updated,
+	// and a rotated token would not reach detour.
+	tokenMount := func(m corev1.VolumeMount) bool {
+		return m.Name == volAdmin && m.MountPath == AdminTokenDir && m.SubPath == ""
+	}
+	if !slices.ContainsFunc(d.VolumeMounts, tokenMount) || vol[volAdmin].Secret == nil || vol[volAdmin].Secret.SecretName != s.AdminTokenSecret {
+		t.Errorf("detour does not mount the admin token Secret %q on %s: %+v", s.AdminTokenSecret, AdminTokenDir, d.VolumeMounts)
+	}
 	if !slices.ContainsFunc(d.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == volPolicy && m.MountPath == policyDir }) {
 		t.Errorf("detour does not mount the policy directory: %+v", d.VolumeMounts)
 	}

@@ -38,6 +38,16 @@ const (
 	BundleFile = TrustDir + "/ca-bundle.pem"
 	// KeysDir is where the keys Secret is mounted in KeysModeFile.
 	KeysDir = "/var/run/secrets/detour-keys"
+	// AdminTokenDir holds the admin token, in detour's container only. The
+	// Secret is mounted on the directory, not by subPath, so that a rotated
+	// token reaches detour (which re-reads it at most once a second).
+	AdminTokenDir = "/var/run/secrets/detour-admin"
+	// AdminTokenKey is the admin token's key in its Secret and its file
+	// name in AdminTokenDir.
+	AdminTokenKey = "token"
+	// AdminTokenFile is the admin token as detour sees it: the policy's
+	// admin.token_file (the chart's policy names it).
+	AdminTokenFile = AdminTokenDir + "/" + AdminTokenKey
 
 	// Secret keys of the CA Secret (what `detour ca init` writes and the
 	// chart generates).
@@ -50,6 +60,7 @@ const (
 	volCACert = "detour-ca-cert"
 	volTrust  = "detour-trust"
 	volKeys   = "detour-keys"
+	volAdmin  = "detour-admin-token"
 
 	// RunAsUser is the non-root UID (and GID) detour runs as: distroless's
 	// "nonroot".
@@ -75,6 +86,7 @@ func (s settings) sidecarContainer() corev1.Container {
 		VolumeMounts: []corev1.VolumeMount{
 			{Name: volPolicy, MountPath: policyDir, ReadOnly: true},
 			{Name: volCA, MountPath: CADir, ReadOnly: true},
+			{Name: volAdmin, MountPath: AdminTokenDir, ReadOnly: true},
 		},
 		// The kubelet starts the app containers only once this passes
 		// (native sidecars), so apps never see a proxy that is not there.
@@ -182,6 +194,11 @@ func (s settings) volumes() []corev1.Volume {
 		{Name: volCACert, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 			SecretName:  s.CASecret,
 			Items:       []corev1.KeyToPath{{Key: CACertKey, Path: CACertKey}},
+			DefaultMode: &mode,
+		}}},
+		{Name: volAdmin, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName:  s.AdminTokenSecret,
+			Items:       []corev1.KeyToPath{{Key: AdminTokenKey, Path: AdminTokenKey}},
 			DefaultMode: &mode,
 		}}},
 		{Name: volTrust, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{

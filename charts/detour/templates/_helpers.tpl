@@ -78,6 +78,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- .Values.ca.existingSecret | default (printf "%s-ca" (include "detour.fullname" .)) -}}
 {{- end -}}
 
+{{- define "detour.adminTokenSecret" -}}
+{{- .Values.admin.existingSecret | default (printf "%s-admin-token" (include "detour.fullname" .)) -}}
+{{- end -}}
+
 {{/* detour.keysSecret: "" when detour has no keys Secret. */}}
 {{- define "detour.keysSecret" -}}
 {{- if .Values.keys.existingSecret -}}
@@ -105,6 +109,7 @@ it says must stay what _sidecar.tpl writes: the chart test compares them.
   "adminPort" (int .Values.sidecar.adminPort)
   "policyConfigMap" (include "detour.policyConfigMap" .)
   "caSecret" (include "detour.caSecret" .)
+  "adminTokenSecret" (include "detour.adminTokenSecret" .)
   "keysMode" .Values.keys.mode
   "resources" .Values.sidecar.resources
 -}}

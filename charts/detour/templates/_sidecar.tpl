@@ -72,6 +72,11 @@ volumeMounts:
   - name: detour-ca
     mountPath: /var/run/secrets/detour
     readOnly: true
+  # The admin token (the policy's admin.token_file): on the directory, not
+  # by subPath, so that a rotated Secret reaches detour.
+  - name: detour-admin-token
+    mountPath: /var/run/secrets/detour-admin
+    readOnly: true
 {{- if and $keys (eq .Values.keys.mode "file") }}
   - name: detour-keys
     mountPath: /var/run/secrets/detour-keys
@@ -137,6 +142,12 @@ securityContext:
     defaultMode: 0444
     items:
       - {key: ca.pem, path: ca.pem}
+- name: detour-admin-token
+  secret:
+    secretName: {{ include "detour.adminTokenSecret" . }}
+    defaultMode: 0444
+    items:
+      - {key: token, path: token}
 - name: detour-trust
   emptyDir:
     medium: Memory
