@@ -249,15 +249,18 @@ func TestBreakerOpensSkipsAndRecovers(t *testing.T) {
 func TestBreakerCountsTimeoutsApartAndIgnoresClientErrors(t *testing.T) {
 	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
 	b := detourtest.NewVendor(t, rewrite.OpenAI, "b")
-	r, clk := newClockedRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, `, "timeouts": {"first_byte": "30ms"}`), upstreamJSON("b", b, "")}, `["a","b"]`,
+	r, clk := newClockedRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, `, "timeouts": {"first_byte": "250ms"}`), upstreamJSON("b", b, "")}, `["a","b"]`,
 		`, "breaker": {"consecutive_failures": 2, "consecutive_timeouts": 4, "min_requests": 20}`))
+	// first_byte is wall-clock time: it must be long enough that a prompt
+	// 400 from the fake is never late on a loaded machine (30ms was, and
+	// the stray timeout opened the breaker one request early).
 
 	// Client errors never count, however many.
 	a.SetDefault(fv.Fault{Kind: fv.Status, Status: 400, Class: fv.ClassInvalidRequest})
 	for range 5 {
 		io.Copy(io.Discard, post(t, r.srv.URL+"/v1/chat/completions", chatBody).Body)
 	}
-	if st := r.health.Breaker("a", clk.Now()); st.State != health.BreakerClosed || st.ConsecutiveFailures != 0 {
+	if st := r.health.Breaker("a", clk.Now()); st.State != health.BreakerClosed || st.ConsecutiveFailures != 0 || st.ConsecutiveTimeouts != 0 {
 		t.Fatalf("after 400s: %+v; want closed, nothing counted", st)
 	}
 
