@@ -262,6 +262,10 @@ type AppError struct {
 	Class string
 	// Message is the text the app sees; "" gives a generic one per class.
 	Message string
+	// Details is a google.rpc.Status details array (a JSON array) sent as
+	// error.details in the Gemini envelope; other shapes have no place for
+	// it and ignore it. Nil sends none.
+	Details json.RawMessage
 }
 
 // StatusForClass is the HTTP status detour sends for a failure class when
@@ -340,6 +344,7 @@ type vendorError struct {
 	code    string // OpenAI code; "" is sent as null
 	param   string // OpenAI param; "" is sent as null
 	message string
+	details json.RawMessage // Gemini error.details; nil: none
 }
 
 // vendorErrorFor resolves e's status, class and message and picks the vendor
@@ -355,6 +360,9 @@ func vendorErrorFor(shape Shape, e AppError) vendorError {
 		class = classForStatus(status)
 	}
 	v := vendorError{status: status, message: e.Message}
+	if shape == Gemini && json.Valid(e.Details) && bytes.HasPrefix(bytes.TrimSpace(e.Details), []byte("[")) {
+		v.details = e.Details
+	}
 	if v.message == "" {
 		v.message = defaultErrorMessages[class]
 	}
@@ -487,9 +495,10 @@ type (
 		Error geminiErrorWireObject `json:"error"`
 	}
 	geminiErrorWireObject struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-		Status  string `json:"status"`
+		Code    int             `json:"code"`
+		Message string          `json:"message"`
+		Status  string          `json:"status"`
+		Details json.RawMessage `json:"details,omitempty"`
 	}
 )
 
@@ -526,7 +535,7 @@ func errorEnvelope(shape Shape, v vendorError) []byte {
 		})
 	case Gemini:
 		return marshalError(geminiErrorWire{
-			Error: geminiErrorWireObject{Code: v.status, Message: v.message, Status: v.typ},
+			Error: geminiErrorWireObject{Code: v.status, Message: v.message, Status: v.typ, Details: v.details},
 		})
 	}
 	return marshalError(openAIErrorWire{Error: openAIErrorWireObject{
