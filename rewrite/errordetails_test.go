@@ -43,8 +43,8 @@ func TestGeminiErrorDetails(t *testing.T) {
 func TestErrorBodyCarriesGeminiDetails(t *testing.T) {
 	t.Parallel()
 	details := GeminiErrorDetails([]byte(gemini429Body), 0)
-	e := AppError{Class: "quota_exhausted", Message: "m", Details: details}
-	status, body := ErrorBody(Gemini, e)
+	e := AppError{Class: "quota_exhausted", Message: "m"}
+	status, body := ErrorBodyWithDetails(Gemini, e, details)
 	var got struct {
 		Error struct {
 			Code    int              `json:"code"`
@@ -59,11 +59,11 @@ func TestErrorBodyCarriesGeminiDetails(t *testing.T) {
 		t.Errorf("%d %s; want 429 RESOURCE_EXHAUSTED with 3 details", status, body)
 	}
 	for _, shape := range []Shape{OpenAI, Anthropic} {
-		if _, body := ErrorBody(shape, e); strings.Contains(string(body), "QuotaFailure") {
+		if _, body := ErrorBodyWithDetails(shape, e, details); strings.Contains(string(body), "QuotaFailure") {
 			t.Errorf("%s envelope carries Gemini details: %s", shape, body)
 		}
 	}
-	if _, body := ErrorBody(Gemini, AppError{Class: "overloaded", Details: json.RawMessage(`{"not":"an array"}`)}); strings.Contains(string(body), "details") {
+	if _, body := ErrorBodyWithDetails(Gemini, AppError{Class: "overloaded"}, json.RawMessage(`{"not":"an array"}`)); strings.Contains(string(body), "details") {
 		t.Errorf("details that are not an array were sent: %s", body)
 	}
 }

@@ -262,10 +262,6 @@ type AppError struct {
 	Class string
 	// Message is the text the app sees; "" gives a generic one per class.
 	Message string
-	// Details is a google.rpc.Status details array (a JSON array) sent as
-	// error.details in the Gemini envelope; other shapes have no place for
-	// it and ignore it. Nil sends none.
-	Details json.RawMessage
 }
 
 // StatusForClass is the HTTP status detour sends for a failure class when
@@ -360,9 +356,6 @@ func vendorErrorFor(shape Shape, e AppError) vendorError {
 		class = classForStatus(status)
 	}
 	v := vendorError{status: status, message: e.Message}
-	if shape == Gemini && json.Valid(e.Details) && bytes.HasPrefix(bytes.TrimSpace(e.Details), []byte("[")) {
-		v.details = e.Details
-	}
 	if v.message == "" {
 		v.message = defaultErrorMessages[class]
 	}
@@ -552,7 +545,18 @@ func errorEnvelope(shape Shape, v vendorError) []byte {
 // keeps its canonical status per name), and the JSON body. An unknown shape
 // gets the OpenAI envelope, the one most clients understand.
 func ErrorBody(shape Shape, e AppError) (status int, body []byte) {
+	return ErrorBodyWithDetails(shape, e, nil)
+}
+
+// ErrorBodyWithDetails is ErrorBody with a google.rpc.Status details array
+// (GeminiErrorDetails) sent as error.details in the Gemini envelope. Other
+// shapes have no place for it and ignore it, as does Gemini when details is
+// not a JSON array.
+func ErrorBodyWithDetails(shape Shape, e AppError, details json.RawMessage) (status int, body []byte) {
 	v := vendorErrorFor(shape, e)
+	if shape == Gemini && json.Valid(details) && bytes.HasPrefix(bytes.TrimSpace(details), []byte("[")) {
+		v.details = details
+	}
 	return v.status, errorEnvelope(shape, v)
 }
 

@@ -414,7 +414,7 @@ func (s *session) cooldown(upstream string, v policy.Verdict) string {
 
 // writeAppError answers the app with detour's own error in its envelope.
 func (s *session) writeAppError(status int, class policy.Class, msg string, retryAfter time.Duration) {
-	s.writeError(rewrite.AppError{Status: status, Class: string(class), Message: msg}, retryAfter)
+	s.writeError(rewrite.AppError{Status: status, Class: string(class), Message: msg}, nil, retryAfter)
 }
 
 func (s *session) setDetourHeaders(answeredBy string) {
@@ -473,8 +473,8 @@ func (s *session) writeExhausted() {
 	}
 	s.rec.Error = "every upstream failed"
 	class := last.verdict.Class
-	s.writeError(rewrite.AppError{Status: rewrite.StatusForClass(string(class)), Class: string(class), Message: msg,
-		Details: s.exhaustedDetails(last, retry)}, retry)
+	s.writeError(rewrite.AppError{Status: rewrite.StatusForClass(string(class)), Class: string(class), Message: msg},
+		s.exhaustedDetails(last, retry), retry)
 }
 
 // summary lists each attempt's upstream and reason, for error messages.

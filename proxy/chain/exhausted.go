@@ -86,11 +86,11 @@ func (s *session) exhaustedDetails(f *failure, retry time.Duration) json.RawMess
 	return rewrite.GeminiErrorDetails(body, retry)
 }
 
-// writeError answers the app with detour's own error e in its envelope,
-// with a retry-after of retryAfter (rounded up to whole seconds) when
-// positive.
-func (s *session) writeError(e rewrite.AppError, retryAfter time.Duration) {
-	st, body := rewrite.ErrorBody(s.app, e)
+// writeError answers the app with detour's own error e in its envelope
+// (with details, for a Gemini app), with a retry-after of retryAfter
+// (rounded up to whole seconds) when positive.
+func (s *session) writeError(e rewrite.AppError, details json.RawMessage, retryAfter time.Duration) {
+	st, body := rewrite.ErrorBodyWithDetails(s.app, e, details)
 	h := s.w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(body)))
