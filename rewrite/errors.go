@@ -340,6 +340,7 @@ type vendorError struct {
 	code    string // OpenAI code; "" is sent as null
 	param   string // OpenAI param; "" is sent as null
 	message string
+	details json.RawMessage // Gemini error.details; nil: none
 }
 
 // vendorErrorFor resolves e's status, class and message and picks the vendor
@@ -487,9 +488,10 @@ type (
 		Error geminiErrorWireObject `json:"error"`
 	}
 	geminiErrorWireObject struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-		Status  string `json:"status"`
+		Code    int             `json:"code"`
+		Message string          `json:"message"`
+		Status  string          `json:"status"`
+		Details json.RawMessage `json:"details,omitempty"`
 	}
 )
 
@@ -526,7 +528,7 @@ func errorEnvelope(shape Shape, v vendorError) []byte {
 		})
 	case Gemini:
 		return marshalError(geminiErrorWire{
-			Error: geminiErrorWireObject{Code: v.status, Message: v.message, Status: v.typ},
+			Error: geminiErrorWireObject{Code: v.status, Message: v.message, Status: v.typ, Details: v.details},
 		})
 	}
 	return marshalError(openAIErrorWire{Error: openAIErrorWireObject{
@@ -543,7 +545,18 @@ func errorEnvelope(shape Shape, v vendorError) []byte {
 // keeps its canonical status per name), and the JSON body. An unknown shape
 // gets the OpenAI envelope, the one most clients understand.
 func ErrorBody(shape Shape, e AppError) (status int, body []byte) {
+	return ErrorBodyWithDetails(shape, e, nil)
+}
+
+// ErrorBodyWithDetails is ErrorBody with a google.rpc.Status details array
+// (GeminiErrorDetails) sent as error.details in the Gemini envelope. Other
+// shapes have no place for it and ignore it, as does Gemini when details is
+// not a JSON array.
+func ErrorBodyWithDetails(shape Shape, e AppError, details json.RawMessage) (status int, body []byte) {
 	v := vendorErrorFor(shape, e)
+	if shape == Gemini && json.Valid(details) && bytes.HasPrefix(bytes.TrimSpace(details), []byte("[")) {
+		v.details = details
+	}
 	return v.status, errorEnvelope(shape, v)
 }
 

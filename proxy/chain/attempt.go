@@ -647,11 +647,9 @@ func (s *session) buildRequest(ctx context.Context, u *policy.Upstream, model st
 	for _, k := range policy.CredentialHeaders() {
 		h.Del(k)
 	}
-	// Account-scoping headers belong with the app's credential: sent with
-	// another key they make the vendor answer 401 (OpenAI
-	// mismatched_organization), and they name the app's org to a third
-	// party. They go back only with the app's own key.
-	for _, k := range accountHeaders {
+	// The app's identity (org, project, cookie) goes back only with the
+	// app's own key: see identityHeaders.
+	for _, k := range identityHeaders {
 		h.Del(k)
 	}
 	// The body is already buffered; waiting for "100 Continue" would only
@@ -692,7 +690,7 @@ func (s *session) buildRequest(ctx context.Context, u *policy.Upstream, model st
 // copyClientCredential puts back the app's own credential for an upstream of
 // the app's shape. Only the header that shape uses is copied.
 func copyClientCredential(dst, src http.Header, queryKey string, shape rewrite.Shape) {
-	for _, k := range accountHeaders {
+	for _, k := range identityHeaders {
 		copyHeader(dst, src, k)
 	}
 	switch shape {
@@ -711,9 +709,6 @@ func copyClientCredential(dst, src http.Header, queryKey string, shape rewrite.S
 		}
 	}
 }
-
-// accountHeaders scope a credential to an organization or project.
-var accountHeaders = []string{"Openai-Organization", "Openai-Project", "X-Goog-User-Project"}
 
 func copyHeader(dst, src http.Header, k string) {
 	if v := src.Values(k); len(v) > 0 {

@@ -151,7 +151,7 @@ func (r *Runner) Serve(w http.ResponseWriter, req *http.Request, t Target) {
 		if route != nil {
 			rec.Route = route.Name
 		}
-		r.passthrough(w, req, t, rec)
+		r.passthrough(w, req, t, rec, passthroughShape(pol, route, t.Host))
 		return
 	}
 	rec.Route = route.Name
@@ -160,8 +160,9 @@ func (r *Runner) Serve(w http.ResponseWriter, req *http.Request, t Target) {
 }
 
 // passthrough forwards a request to the host the app addressed, with its own
-// credentials (they are going where the app sent them).
-func (r *Runner) passthrough(w http.ResponseWriter, req *http.Request, t Target, rec *Record) {
+// credentials (they are going where the app sent them). A host it cannot
+// reach is reported in shape's error envelope.
+func (r *Runner) passthrough(w http.ResponseWriter, req *http.Request, t Target, rec *Record, shape rewrite.Shape) {
 	host := t.Host
 	if t.Port != "" && t.Port != "443" {
 		host += ":" + t.Port
@@ -191,7 +192,7 @@ func (r *Runner) passthrough(w http.ResponseWriter, req *http.Request, t Target,
 				return
 			}
 			rec.Error = "passthrough: " + err.Error()
-			http.Error(w, "detour: cannot reach "+host+": "+err.Error(), http.StatusBadGateway)
+			writePassthroughError(w, shape, host, err)
 		},
 	}
 	rp.ServeHTTP(sw, req)
@@ -413,17 +414,7 @@ func (s *session) cooldown(upstream string, v policy.Verdict) string {
 
 // writeAppError answers the app with detour's own error in its envelope.
 func (s *session) writeAppError(status int, class policy.Class, msg string, retryAfter time.Duration) {
-	st, body := rewrite.ErrorBody(s.app, rewrite.AppError{Status: status, Class: string(class), Message: msg})
-	h := s.w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	if retryAfter > 0 {
-		h.Set("Retry-After", strconv.Itoa(int((retryAfter+time.Second-1)/time.Second)))
-	}
-	s.setDetourHeaders("")
-	s.w.WriteHeader(st)
-	_, _ = s.w.Write(body)
-	s.rec.Status = st
+	s.writeError(rewrite.AppError{Status: status, Class: string(class), Message: msg}, nil, retryAfter)
 }
 
 func (s *session) setDetourHeaders(answeredBy string) {
@@ -441,8 +432,8 @@ func (s *session) setDetourHeaders(answeredBy string) {
 // writeExhausted answers when no upstream answered: an error in the app's
 // envelope whose class (and so status and vendor error type) is the last
 // failure's, whose message carries the last vendor's own words and a
-// summary of the chain, with retry-after when some upstream said when to
-// come back.
+// summary of the chain (and, for a Gemini app, the vendor's details), with
+// retry-after when detour knows when some upstream may answer again.
 func (s *session) writeExhausted() {
 	if s.serveCached() {
 		return
@@ -475,23 +466,15 @@ func (s *session) writeExhausted() {
 		return
 	}
 	last := s.failures[len(s.failures)-1]
-	var retry time.Duration
-	for _, f := range s.failures {
-		if ra := f.verdict.RetryAfter; ra > 0 && (retry == 0 || ra < retry) {
-			retry = ra
-		}
-	}
-	if !s.soonest.IsZero() {
-		if d := s.r.until(s.soonest); d > 0 && (retry == 0 || d < retry) {
-			retry = d
-		}
-	}
+	retry := s.exhaustedRetryAfter()
 	msg := "detour: every upstream failed: " + s.summary()
 	if m := last.verdict.Info.Message; m != "" {
 		msg = m + " (" + msg + ")"
 	}
 	s.rec.Error = "every upstream failed"
-	s.writeAppError(rewrite.StatusForClass(string(last.verdict.Class)), last.verdict.Class, msg, retry)
+	class := last.verdict.Class
+	s.writeError(rewrite.AppError{Status: rewrite.StatusForClass(string(class)), Class: string(class), Message: msg},
+		s.exhaustedDetails(last, retry), retry)
 }
 
 // summary lists each attempt's upstream and reason, for error messages.

@@ -151,10 +151,12 @@ func (s *session) prepareCache() {
 	s.rec.Cache = CacheMiss
 }
 
-// credentialDigest digests every credential the app sent.
+// credentialDigest digests every credential the app sent, and the headers
+// that name its account (identityHeaders): one key shared by two projects,
+// or a gateway that tells users apart by cookie, must not share answers.
 func credentialDigest(req *http.Request) [16]byte {
 	h := sha256.New()
-	for _, k := range policy.CredentialHeaders() {
+	for _, k := range append(policy.CredentialHeaders(), identityHeaders...) {
 		for _, v := range req.Header.Values(k) {
 			h.Write([]byte(k))
 			h.Write([]byte{0})
