@@ -280,6 +280,10 @@ type Compiled struct {
 	Classifier *Classifier
 	// Cache is the response cache's configuration.
 	Cache CachePolicy
+	// Egress says where apps may have detour connect; always filled.
+	Egress EgressPolicy
+	// ListenPublic is listen_public: a non-loopback listen is meant.
+	ListenPublic bool
 
 	hosts map[string]bool
 }
@@ -563,6 +567,7 @@ func (k *compiler) top(f *File) {
 		}
 		c.AdminListen = f.AdminListen
 	}
+	k.egress(f)
 	if f.NeverSkipLast != nil {
 		c.NeverSkipLast = *f.NeverSkipLast
 	}
