@@ -270,12 +270,13 @@ func (s *Server) newForwarder() *httputil.ReverseProxy {
 		}
 		return s.dialEgress(ctx, fc.pol, fc.rec, network, addr)
 	}
+	s.fwdTransport = chain.NewTransport(TunnelDialTimeout, nil, dial)
 	return &httputil.ReverseProxy{
 		// The request goes where its absolute URI says, as the app sent it
 		// (hop-by-hop headers, Proxy-Authorization among them, are
 		// removed by ReverseProxy; Rewrite also drops X-Forwarded-*).
 		Rewrite:       func(*httputil.ProxyRequest) {},
-		Transport:     chain.NewTransport(TunnelDialTimeout, nil, dial),
+		Transport:     s.fwdTransport,
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			rec := r.Context().Value(forwardKey{}).(*forwardCtx).rec
@@ -309,6 +310,11 @@ type forwardCtx struct {
 
 // forward serves an absolute-URI request.
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, pol *policy.Compiled) {
+	if old := s.fwdPolicy.Swap(pol); old != nil && old != pol {
+		// A pooled connection was judged by the policy it was dialled
+		// under: after a reload, new requests get new connections.
+		s.fwdTransport.CloseIdleConnections()
+	}
 	hostport := r.URL.Host
 	if _, _, err := net.SplitHostPort(hostport); err != nil {
 		port := "80"

@@ -426,3 +426,37 @@ func TestServeWarnsAboutNonLoopbackListeners(t *testing.T) {
 		t.Errorf("warnings %q; want one warn line for listen and one for admin_listen\nlog:\n%s", warnings, h.Log())
 	}
 }
+
+// TestForwardIsJudgedAgainAfterAReload: a connection pooled for forwards
+// under one policy does not carry a destination past a reload that refuses
+// it.
+func TestForwardIsJudgedAgainAfterAReload(t *testing.T) {
+	t.Parallel()
+	plain := newCountingServer(t, false, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
+	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
+	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, loopbackAllowed))
+	tr := &http.Transport{Proxy: http.ProxyURL(h.ProxyURL)}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr}
+	get := func() int {
+		resp, err := c.Get(plain.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if s := get(); s != 200 {
+		t.Fatalf("with loopback allowed: %d", s)
+	}
+	h.WritePolicy(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
+	h.WaitLogLine(t, "policy reloaded", func(map[string]any) bool { return true })
+	if s := get(); s != http.StatusForbidden {
+		t.Errorf("after the reload refusing loopback: %d; want 403", s)
+	}
+	if n := plain.conns.Load(); n != 1 {
+		t.Errorf("the server saw %d connections; want the first one only", n)
+	}
+}

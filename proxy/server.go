@@ -20,6 +20,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -55,12 +56,16 @@ type Server struct {
 	runner *chain.Runner
 	log    zerolog.Logger
 
-	gp      *goproxy.ProxyHttpServer
-	fwd     *httputil.ReverseProxy
-	front   *http.Server
-	inner   *http.Server
-	innerLn *connQueue
-	guard   *selfGuard
+	gp  *goproxy.ProxyHttpServer
+	fwd *httputil.ReverseProxy
+	// fwdTransport is fwd's; fwdPolicy the policy of the last forward,
+	// so that a reload drops connections pooled under the old one.
+	fwdTransport *http.Transport
+	fwdPolicy    atomic.Pointer[policy.Compiled]
+	front        *http.Server
+	inner        *http.Server
+	innerLn      *connQueue
+	guard        *selfGuard
 
 	// targets maps an intercepted *tls.Conn to the CONNECT target it was
 	// opened for, until the inner server picks it up in ConnContext.
