@@ -199,9 +199,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return errors.Join(err1, <-errc)
 }
 
-// Dial connects to an upstream or tunnelled host, refusing detour's own
-// listeners: a policy or a DNS answer that points back at detour would
-// otherwise make it proxy to itself until it runs out of sockets.
+// Dial connects to a policy upstream (or, for an intercepted host's
+// unrouted request, to that host), refusing detour's own listeners: a
+// policy or a DNS answer that points back at detour would otherwise make it
+// proxy to itself until it runs out of sockets. Destinations an app asks
+// for (tunnels, forwards) are dialled by dialEgress instead, which also
+// applies the egress policy.
 func (s *Server) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	d := &net.Dialer{KeepAlive: 30 * time.Second, Control: s.guard.control}
 	return d.DialContext(ctx, network, addr)
