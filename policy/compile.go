@@ -282,6 +282,10 @@ type Compiled struct {
 	Cache CachePolicy
 	// Admin is who may use the admin listener beyond its probes.
 	Admin AdminPolicy
+	// Egress says where apps may have detour connect; always filled.
+	Egress EgressPolicy
+	// ListenPublic is listen_public: a non-loopback listen is meant.
+	ListenPublic bool
 
 	hosts map[string]bool
 }
@@ -566,6 +570,7 @@ func (k *compiler) top(f *File) {
 		}
 		c.AdminListen = f.AdminListen
 	}
+	k.egress(f)
 	if f.NeverSkipLast != nil {
 		c.NeverSkipLast = *f.NeverSkipLast
 	}

@@ -22,6 +22,14 @@ type File struct {
 	// AdminFile). Absent: /status, /policy/history and /policy/rollback
 	// answer loopback callers only.
 	Admin *AdminFile `json:"admin,omitempty"`
+	// ListenPublic says that a listen address other than loopback is meant.
+	// Without it (or egress.tunnel "deny") such a listen is refused: anything
+	// that can reach it could use detour as an open proxy. Default false.
+	ListenPublic bool `json:"listen_public,omitempty"`
+	// Egress limits where apps may have detour connect: CONNECT and
+	// absolute-URI requests for hosts no route names. Absent: every field's
+	// default.
+	Egress *EgressFile `json:"egress,omitempty"`
 	// CA names detour's certificate authority files. Default: ca.pem and
 	// ca-key.pem in the user's config directory (~/.config/detour/).
 	CA *CAFile `json:"ca,omitempty"`

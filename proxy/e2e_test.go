@@ -389,7 +389,9 @@ func TestSecondUpstreamNeverSeesTheAppKey(t *testing.T) {
 func TestHostNotInPolicyIsTunnelled(t *testing.T) {
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
-	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
+	// The other host is a loopback test server, which apps may not tunnel
+	// to by default (egress.deny_cidrs): this policy allows loopback.
+	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, `, "egress": {"deny_cidrs": []}`))
 
 	other := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "other host")

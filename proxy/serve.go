@@ -92,6 +92,9 @@ func Serve(ctx context.Context, opts Options) error {
 		return err
 	}
 	logger := NewLogger(opts.Stderr, pol.LogLevel)
+	for _, w := range pol.ListenWarnings() {
+		logger.Warn().Str("component", "listen").Msg(w)
+	}
 
 	ca, created, warnings, err := mitm.LoadOrCreate(pol.CACertFile, pol.CAKeyFile)
 	if err != nil {
@@ -154,6 +157,9 @@ func Serve(ctx context.Context, opts Options) error {
 		OnRecord:   onRecord,
 	}
 	srv := NewServer(store, signer, runner, logger)
+	if adminLn != nil {
+		srv.GuardListener(adminLn.Addr())
+	}
 	transports.Dial = srv.Dial
 	runner.Passthrough = chain.NewTransport(TunnelDialTimeout, nil, srv.Dial)
 

@@ -16,8 +16,11 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/http/httputil"
+	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -53,11 +56,16 @@ type Server struct {
 	runner *chain.Runner
 	log    zerolog.Logger
 
-	gp      *goproxy.ProxyHttpServer
-	front   *http.Server
-	inner   *http.Server
-	innerLn *connQueue
-	guard   *selfGuard
+	gp  *goproxy.ProxyHttpServer
+	fwd *httputil.ReverseProxy
+	// fwdTransport is fwd's; fwdPolicy the policy of the last forward,
+	// so that a reload drops connections pooled under the old one.
+	fwdTransport *http.Transport
+	fwdPolicy    atomic.Pointer[policy.Compiled]
+	front        *http.Server
+	inner        *http.Server
+	innerLn      *connQueue
+	guard        *selfGuard
 
 	// targets maps an intercepted *tls.Conn to the CONNECT target it was
 	// opened for, until the inner server picks it up in ConnContext.
@@ -73,22 +81,20 @@ func NewServer(store *policy.Store, signer *mitm.Signer, runner *chain.Runner, l
 	// goproxy's defaults read HTTPS_PROXY from the environment for both its
 	// CONNECT dialer and its transport, and skip TLS verification. detour
 	// is the HTTPS_PROXY; it must never dial through itself, and must verify.
+	// Nothing of goproxy's dials at all: tunnels and absolute-URI requests
+	// are detour's own (egress.go), judged by the egress policy, so goproxy's
+	// dialers refuse, should a goproxy path ever reach them.
 	gp.ConnectDial = nil
-	gp.ConnectDialWithReq = func(req *http.Request, network, addr string) (net.Conn, error) {
-		ctx, cancel := context.WithTimeout(req.Context(), TunnelDialTimeout)
-		defer cancel()
-		c, err := s.Dial(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return &idleConn{Conn: c, idle: TunnelIdleTimeout}, nil
+	gp.ConnectDialWithReq = func(_ *http.Request, _, addr string) (net.Conn, error) {
+		return nil, &egressRefused{addr: addr, reason: "goproxy does not dial for detour"}
 	}
-	gp.Tr = chain.NewTransport(TunnelDialTimeout, nil, s.Dial)
+	gp.Tr = chain.NewTransport(TunnelDialTimeout, nil, func(_ context.Context, _, addr string) (net.Conn, error) {
+		return nil, &egressRefused{addr: addr, reason: "goproxy does not dial for detour"}
+	})
 	gp.NonproxyHandler = http.HandlerFunc(s.baseURL)
 	gp.OnRequest().HandleConnectFunc(s.connect)
-	// Plain-http proxy requests (http://host/...) are forwarded by goproxy
-	// untouched; vendors are https-only, so there is nothing to intercept.
 	s.gp = gp
+	s.fwd = s.newForwarder()
 
 	s.front = &http.Server{
 		Handler:           http.HandlerFunc(s.serveFront),
@@ -109,24 +115,34 @@ func NewServer(store *policy.Store, signer *mitm.Signer, runner *chain.Runner, l
 	return s
 }
 
-type interceptKey struct{}
+type connectKey struct{}
+
+// connectDecision is what serveFront decided for one CONNECT.
+type connectDecision struct {
+	pol       *policy.Compiled
+	intercept bool
+}
 
 // serveFront decides interception once per CONNECT, before goproxy sees
-// it, and records the decision in the request's context so that a policy
-// reload between here and goproxy's CONNECT handler cannot split it. For
-// intercepted hosts it also wraps the connection so that bytes the app sent
-// in the same write as the CONNECT (a pipelined TLS ClientHello), which the
-// server has already buffered, are not lost: goproxy replays them for
-// tunnels but not for hijacked connections.
+// it, and records the decision and the policy it was taken with in the
+// request's context so that a policy reload between here and goproxy's
+// CONNECT handler cannot split it. It also wraps the connection so that
+// bytes the app sent in the same write as the CONNECT (a pipelined TLS
+// ClientHello), which the server has already buffered, are not lost:
+// goproxy does not replay them for hijacked connections, and detour hijacks
+// every CONNECT. Absolute-URI requests are forwarded by detour itself.
 func (s *Server) serveFront(w http.ResponseWriter, r *http.Request) {
-	if r.Method == http.MethodConnect {
+	pol := s.store.Load()
+	switch {
+	case r.Method == http.MethodConnect:
 		host, _ := splitHostPort(r.URL.Host)
-		if s.store.Load().Intercepts(host) {
-			r = r.WithContext(context.WithValue(r.Context(), interceptKey{}, true))
-			if hj, ok := w.(http.Hijacker); ok {
-				w = replayHijacker{ResponseWriter: w, hj: hj}
-			}
+		r = r.WithContext(context.WithValue(r.Context(), connectKey{}, connectDecision{pol: pol, intercept: pol.Intercepts(host)}))
+		if hj, ok := w.(http.Hijacker); ok {
+			w = replayHijacker{ResponseWriter: w, hj: hj}
 		}
+	case r.URL.IsAbs():
+		s.forward(w, r, pol)
+		return
 	}
 	s.gp.ServeHTTP(w, r)
 }
@@ -155,6 +171,11 @@ type bufferedConn struct {
 
 func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
+// GuardListener makes dials refuse addr as they refuse the proxy listener:
+// detour's other listeners (the admin one) must not be reachable through
+// the proxy either.
+func (s *Server) GuardListener(addr net.Addr) { s.guard.add(addr) }
+
 // Serve accepts connections on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
 	s.guard.add(ln.Addr())
@@ -178,9 +199,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return errors.Join(err1, <-errc)
 }
 
-// Dial connects to an upstream or tunnelled host, refusing detour's own
-// listeners: a policy or a DNS answer that points back at detour would
-// otherwise make it proxy to itself until it runs out of sockets.
+// Dial connects to a policy upstream (or, for an intercepted host's
+// unrouted request, to that host), refusing detour's own listeners: a
+// policy or a DNS answer that points back at detour would otherwise make it
+// proxy to itself until it runs out of sockets. Destinations an app asks
+// for (tunnels, forwards) are dialled by dialEgress instead, which also
+// applies the egress policy.
 func (s *Server) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	d := &net.Dialer{KeepAlive: 30 * time.Second, Control: s.guard.control}
 	return d.DialContext(ctx, network, addr)
@@ -189,16 +213,23 @@ func (s *Server) Dial(ctx context.Context, network, addr string) (net.Conn, erro
 // connect decides, per CONNECT, between interception and a plain tunnel.
 // Only hosts a route names are intercepted; everything else (telemetry,
 // package registries, other APIs) is tunnelled byte for byte and never
-// decrypted.
+// decrypted, as far as the egress policy allows.
 func (s *Server) connect(hostport string, ctx *goproxy.ProxyCtx) (*goproxy.ConnectAction, string) {
 	host, port := splitHostPort(hostport)
-	if intercept, _ := ctx.Req.Context().Value(interceptKey{}).(bool); intercept {
+	d, _ := ctx.Req.Context().Value(connectKey{}).(connectDecision)
+	if d.pol == nil {
+		d.pol = s.store.Load()
+	}
+	if d.intercept {
 		return &goproxy.ConnectAction{Action: goproxy.ConnectHijack, Hijack: func(req *http.Request, client net.Conn, _ *goproxy.ProxyCtx) {
 			s.hijack(client, host, port)
 		}}, hostport
 	}
-	// Not goproxy.OkConnect: that preset carries goproxy's public CA.
-	return &goproxy.ConnectAction{Action: goproxy.ConnectAccept}, hostport
+	// Not goproxy.OkConnect (that preset carries goproxy's public CA), nor
+	// ConnectAccept: detour dials and copies tunnels itself (egress.go).
+	return &goproxy.ConnectAction{Action: goproxy.ConnectHijack, Hijack: func(req *http.Request, client net.Conn, _ *goproxy.ProxyCtx) {
+		s.tunnel(client, req, hostport, d.pol)
+	}}, hostport
 }
 
 // hijack terminates TLS for an intercepted host with a leaf signed by
@@ -212,7 +243,20 @@ func (s *Server) hijack(client net.Conn, host, port string) {
 		_ = client.Close()
 		return
 	}
-	tc := tls.Server(client, s.signer.TLSConfig(host))
+	cfg := s.signer.TLSConfig(host)
+	sign := cfg.GetCertificate
+	cfg.GetCertificate = func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+		cert, err := sign(hello)
+		if errors.Is(err, mitm.ErrSNIMismatch) {
+			// A client asking for a leaf for another name than the host it
+			// tunnelled to: refused, and said at warn, since no request line
+			// will follow.
+			s.log.Warn().Str("component", "mitm").Str("host", host).Str("port", port).Str("sni", hello.ServerName).
+				Str("outcome", EgressRefused).Msg("TLS handshake refused: the server name is not the CONNECT host")
+		}
+		return cert, err
+	}
+	tc := tls.Server(client, cfg)
 	s.targets.Store(tc, chain.Target{Host: host, Port: port, Mode: "proxy"})
 	if !s.innerLn.push(tc) {
 		s.targets.Delete(tc)
@@ -308,32 +352,26 @@ func loopbackHost(hostport string) bool {
 // selfGuard refuses dials to detour's own listen addresses.
 type selfGuard struct {
 	mu    sync.Mutex
-	addrs []*net.TCPAddr
+	addrs []netip.AddrPort
 }
 
 func (g *selfGuard) add(a net.Addr) {
 	if ta, ok := a.(*net.TCPAddr); ok {
+		ap := ta.AddrPort()
 		g.mu.Lock()
-		g.addrs = append(g.addrs, ta)
+		g.addrs = append(g.addrs, netip.AddrPortFrom(ap.Addr().Unmap().WithZone(""), ap.Port()))
 		g.mu.Unlock()
 	}
 }
 
 // control runs after name resolution, on the address actually dialled.
-func (g *selfGuard) control(network, address string, _ syscall.RawConn) error {
-	ap, err := net.ResolveTCPAddr(network, address)
+func (g *selfGuard) control(_, address string, _ syscall.RawConn) error {
+	ap, err := netip.ParseAddrPort(address)
 	if err != nil {
 		return nil
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for _, own := range g.addrs {
-		if own.Port != ap.Port {
-			continue
-		}
-		if own.IP.Equal(ap.IP) || (own.IP.IsUnspecified() && (ap.IP.IsLoopback() || isLocalIP(ap.IP))) {
-			return fmt.Errorf("detour: refusing to connect to its own listener %s (check the policy's base_url and the environment's proxy settings)", address)
-		}
+	if g.owns(ap) {
+		return fmt.Errorf("detour: refusing to connect to its own listener %s (check the policy's base_url and the environment's proxy settings)", address)
 	}
 	return nil
 }

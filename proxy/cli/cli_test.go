@@ -126,6 +126,29 @@ func TestPolicyCheckListsEveryProblem(t *testing.T) {
 	if out, _, err := runCmd(t, Policy, "check", good); err != nil || !strings.Contains(out, "ok") || !strings.Contains(out, "intercepts api.openai.com") {
 		t.Errorf("good policy: %v %q", err, out)
 	}
+	public := filepath.Join(dir, "public.json")
+	os.WriteFile(public, []byte(`{"listen": "0.0.0.0:8787", "admin_listen": "0.0.0.0:8788", "egress": {"tunnel": "deny"},
+  "upstreams": {"o": {"shape": "openai", "base_url": "https://api.openai.com/v1", "auth": {"from": "client"}}},
+  "routes": [{"name": "r", "match": {"host": "api.openai.com"}, "chain": ["o"]}]}`), 0o644)
+	out, _, err := runCmd(t, Policy, "check", public)
+	for _, want := range []string{
+		public + `: warning: listen "0.0.0.0:8787" is not a loopback address`,
+		public + `: warning: admin_listen "0.0.0.0:8788" is not a loopback address`,
+		`everything else is refused (egress.tunnel "deny")`,
+	} {
+		if err != nil || !strings.Contains(out, want) {
+			t.Errorf("public listeners: %v; output lacks %q:\n%s", err, want, out)
+		}
+	}
+	if out, _, _ := runCmd(t, Policy, "check", good); strings.Contains(out, "warning") || !strings.Contains(out, "detour's own listeners and egress.deny_cidrs 127.0.0.0/8, ::1/128") {
+		t.Errorf("good policy output %q; want no warning and the default deny_cidrs", out)
+	}
+	os.WriteFile(public, []byte(`{"listen": "0.0.0.0:8787",
+  "upstreams": {"o": {"shape": "openai", "base_url": "https://api.openai.com/v1", "auth": {"from": "client"}}},
+  "routes": [{"name": "r", "match": {"host": "api.openai.com"}, "chain": ["o"]}]}`), 0o644)
+	if _, stderr, err := runCmd(t, Policy, "check", public); !errors.As(err, &exit) || !strings.Contains(stderr, public+`:1:2: listen: "0.0.0.0:8787" is not a loopback address`) {
+		t.Errorf("open listen: %v\n%s", err, stderr)
+	}
 	if _, _, err := runCmd(t, Policy, "check", filepath.Join(dir, "nope.json")); err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Errorf("missing file: %v", err)
 	}

@@ -92,9 +92,28 @@ func policyCheck(args []string, stdout, stderr io.Writer) error {
 			hosts = append(hosts, r.Host)
 		}
 	}
-	fmt.Fprintf(stdout, "%s: ok — version %s, %d upstreams, %d routes; intercepts %s; everything else is tunnelled untouched\n",
-		file, c.Version, len(c.Upstreams), len(c.Routes), strings.Join(hosts, ", "))
+	for _, w := range c.ListenWarnings() {
+		fmt.Fprintf(stdout, "%s: warning: %s\n", file, w)
+	}
+	fmt.Fprintf(stdout, "%s: ok — version %s, %d upstreams, %d routes; intercepts %s; %s\n",
+		file, c.Version, len(c.Upstreams), len(c.Routes), strings.Join(hosts, ", "), egressSummary(c))
 	return nil
+}
+
+// egressSummary says what happens to the hosts no route names.
+func egressSummary(c *policy.Compiled) string {
+	if c.Egress.Tunnel == policy.EgressDeny {
+		return `everything else is refused (egress.tunnel "deny")`
+	}
+	cidrs := make([]string, len(c.Egress.DenyCIDRs))
+	for i, p := range c.Egress.DenyCIDRs {
+		cidrs[i] = p.String()
+	}
+	denied := "no egress.deny_cidrs"
+	if len(cidrs) > 0 {
+		denied = "egress.deny_cidrs " + strings.Join(cidrs, ", ")
+	}
+	return "everything else is tunnelled untouched, except link-local and cloud metadata addresses, detour's own listeners and " + denied
 }
 
 func policyExplain(args []string, stdout, stderr io.Writer) error {

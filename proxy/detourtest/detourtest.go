@@ -180,6 +180,25 @@ func (h *Harness) LogLines(msg string) []map[string]any {
 	return out
 }
 
+// WaitLogLine waits until a JSON log line whose "message" is msg satisfies
+// match, and returns it. Tunnels, for one, are logged when they close.
+func (h *Harness) WaitLogLine(tb testing.TB, msg string, match func(map[string]any) bool) map[string]any {
+	tb.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		for _, l := range h.LogLines(msg) {
+			if match(l) {
+				return l
+			}
+		}
+		select {
+		case <-time.After(10 * time.Millisecond):
+		case <-deadline:
+			tb.Fatalf("no %q log line as wanted after 10s\nlog:\n%s", msg, h.log.String())
+		}
+	}
+}
+
 // Transport returns an app-side transport that uses detour as its
 // HTTPS_PROXY and trusts detour's CA (and, when extra is given, those
 // certificates too), like an unmodified app configured by `detour run`.

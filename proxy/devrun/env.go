@@ -13,8 +13,10 @@ import (
 
 // noProxy keeps loopback traffic off the proxy: an app's calls to its own
 // local services (a database, a dev server, a local model) must not go
-// through detour, which would only tunnel them.
-const noProxy = "localhost,127.0.0.1,::1"
+// through detour, whose egress policy refuses them by default. The cloud
+// metadata address and link-local go direct too: a cloud SDK fetches its
+// credentials there, which detour refuses to proxy.
+const noProxy = "localhost,127.0.0.1,::1,169.254.169.254,169.254.0.0/16"
 
 // vars are the values detour gives CMD.
 type vars struct {

@@ -19,7 +19,7 @@ func TestChildEnv(t *testing.T) {
 		"PATH=/usr/bin", "HOME=/home/dev", "EMPTY=", "WITH_EQUALS=a=b",
 		"HTTPS_PROXY=http://127.0.0.1:5000", "https_proxy=http://127.0.0.1:5000",
 		"HTTP_PROXY=http://127.0.0.1:5000", "http_proxy=http://127.0.0.1:5000",
-		"NO_PROXY=localhost,127.0.0.1,::1", "no_proxy=localhost,127.0.0.1,::1",
+		"NO_PROXY=localhost,127.0.0.1,::1,169.254.169.254,169.254.0.0/16", "no_proxy=localhost,127.0.0.1,::1,169.254.169.254,169.254.0.0/16",
 		"SSL_CERT_FILE=/tmp/d/ca-bundle.pem", "REQUESTS_CA_BUNDLE=/tmp/d/ca-bundle.pem", "CURL_CA_BUNDLE=/tmp/d/ca-bundle.pem",
 		"NODE_EXTRA_CA_CERTS=/tmp/d/node-extra-ca.pem", "NODE_USE_ENV_PROXY=1",
 		"DETOUR_PROXY_URL=http://127.0.0.1:5000",

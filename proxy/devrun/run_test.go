@@ -361,8 +361,8 @@ func TestChildEnvironmentAndTrustFiles(t *testing.T) {
 		}
 	}
 	for _, k := range []string{"NO_PROXY", "no_proxy"} {
-		if env[k] != "localhost,127.0.0.1,::1" {
-			t.Errorf("%s = %q; want localhost,127.0.0.1,::1", k, env[k])
+		if env[k] != "localhost,127.0.0.1,::1,169.254.169.254,169.254.0.0/16" {
+			t.Errorf("%s = %q; want localhost,127.0.0.1,::1,169.254.169.254,169.254.0.0/16", k, env[k])
 		}
 	}
 	bundle := env["SSL_CERT_FILE"]

@@ -1055,6 +1055,10 @@ func TestChartFailsOnMistakes(t *testing.T) {
 	}{
 		{"the repository's policy (loopback admin)", []string{"--set-file", "policy.json=../../policy.json"}, `admin_listen is "127.0.0.1:8788": set it to "0.0.0.0:8788"`},
 		{"policy on another port", []string{"--set", "sidecar.proxyPort=9000"}, `listen is "127.0.0.1:8787" but sidecar.proxyPort is 9000`},
+		{"policy listening on every interface", []string{"--set-file", "policy.json=" + writeFile(t, "public.json",
+			`{"listen": "0.0.0.0:8787", "admin_listen": "0.0.0.0:8788", "listen_public": true}`)}, `listen is "0.0.0.0:8787": keep it on loopback ("127.0.0.1:8787")`},
+		{"policy listening on the pod IP", []string{"--set-file", "policy.json=" + writeFile(t, "podip.json",
+			`{"listen": "10.1.2.3:8787", "admin_listen": "0.0.0.0:8788", "egress": {"tunnel": "deny"}}`)}, `listen is "10.1.2.3:8787": keep it on loopback`},
 		{"policy not JSON", []string{"--set-file", "policy.json=" + keyOnly}, "policy.json is not valid JSON"},
 		{"ca section elsewhere", []string{"--set-file", "policy.json=" + writeFile(t, "ca.json",
 			`{"admin_listen": "0.0.0.0:8788", "ca": {"cert_file": "ca.pem", "key_file": "ca-key.pem"}}`)}, "the ca section must name /var/run/secrets/detour/ca.pem"},

@@ -87,7 +87,8 @@ type Config struct {
 	// annotations detour.io/resources-*.
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 	// NoProxy are NO_PROXY entries added to the app containers besides the
-	// built-in ones (localhost, 127.0.0.1, ::1, .svc, .cluster.local). Use
+	// built-in ones (localhost, 127.0.0.1, ::1, 169.254.169.254,
+	// 169.254.0.0/16, .svc, .cluster.local). Use
 	// it for another cluster domain or for in-cluster names without dots.
 	NoProxy []string `json:"noProxy,omitempty"`
 }

@@ -7,10 +7,13 @@ import (
 )
 
 // builtinNoProxy are always in the app containers' NO_PROXY: loopback (so
-// that calls to detour's base-URL mode and to other sidecars stay direct)
-// and the cluster-local suffixes (so that in-cluster services are not sent
-// through detour).
-var builtinNoProxy = []string{"localhost", "127.0.0.1", "::1", ".svc", ".cluster.local"}
+// that calls to detour's base-URL mode and to other sidecars stay direct),
+// the cloud metadata address and link-local (the app's own cloud SDK
+// fetches its credentials there, which detour's egress policy refuses to
+// proxy; the literal address is for tools that do not read CIDRs), and the
+// cluster-local suffixes (so that in-cluster services are not sent through
+// detour).
+var builtinNoProxy = []string{"localhost", "127.0.0.1", "::1", "169.254.169.254", "169.254.0.0/16", ".svc", ".cluster.local"}
 
 // envChange is what one app container's env needs: variables to append and
 // values to replace (by index into the container's env).

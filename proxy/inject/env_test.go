@@ -58,7 +58,7 @@ func TestAppEnvNeverOverridesTheUser(t *testing.T) {
 				{Name: "SSL_CERT_FILE", Value: ""}},
 			add: []string{"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "REQUESTS_CA_BUNDLE",
 				"CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS"},
-			replace: map[int]string{0: "db.internal,localhost,127.0.0.1,::1,.svc,.cluster.local"},
+			replace: map[int]string{0: "db.internal,localhost,127.0.0.1,::1,169.254.169.254,169.254.0.0/16,.svc,.cluster.local"},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -73,7 +73,7 @@ func TestAppEnvNeverOverridesTheUser(t *testing.T) {
 				t.Errorf("replaced %v; want %v", ch.replace, tc.replace)
 			}
 			for _, v := range ch.add {
-				if v.Name == "NO_PROXY" && tc.replace[0] != "" && v.Value != "db.internal,localhost,127.0.0.1,::1,.svc,.cluster.local" {
+				if v.Name == "NO_PROXY" && tc.replace[0] != "" && v.Value != "db.internal,localhost,127.0.0.1,::1,169.254.169.254,169.254.0.0/16,.svc,.cluster.local" {
 					t.Errorf("NO_PROXY %q; want the pod's no_proxy entries first", v.Value)
 				}
 			}

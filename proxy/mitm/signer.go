@@ -217,24 +217,35 @@ func (s *Signer) sign(name string, ip netip.Addr) (*tls.Certificate, error) {
 	}, nil
 }
 
+// ErrSNIMismatch is the handshake error of a ClientHello whose server name
+// is not the host the connection was intercepted for.
+var ErrSNIMismatch = errors.New("mitm: the TLS server name is not the CONNECT host")
+
 // TLSConfig returns the server-side TLS config for a connection intercepted
 // for connectHost (the CONNECT target or original destination). The leaf is
-// chosen by the ClientHello's SNI when present, else by connectHost: clients
-// connecting to an IP send no SNI. The SNI is the app's own claim and need not
-// equal connectHost; the proxy must still check each inner request's host.
+// always connectHost's: a ClientHello naming another server is refused with
+// ErrSNIMismatch, and one naming none (clients connecting to an IP send no
+// SNI) gets connectHost's leaf. Following the SNI would let any client that
+// can reach detour have it sign a certificate for any name it likes, one
+// signature and one cache entry per name; connectHost is one the policy
+// intercepts, so the leaves are bounded by the policy's routes.
 //
 // Only HTTP/1.1 is offered: detour serves intercepted connections with
 // HTTP/1.1 (goproxy's AllowHTTP2 relays raw frames past the handlers).
 func (s *Signer) TLSConfig(connectHost string) *tls.Config {
+	want, _, wantErr := normalizeHost(connectHost)
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		NextProtos: []string{"http/1.1"},
 		GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
-			host := hello.ServerName
-			if host == "" {
-				host = connectHost
+			if hello.ServerName != "" && wantErr == nil {
+				// Compared normalised: case and a trailing dot do not
+				// make another host.
+				if sni, _, err := normalizeHost(hello.ServerName); err != nil || sni != want {
+					return nil, fmt.Errorf("%w: server name %q, CONNECT host %q", ErrSNIMismatch, hello.ServerName, want)
+				}
 			}
-			return s.Certificate(host)
+			return s.Certificate(connectHost)
 		},
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/elliptic"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -488,4 +489,44 @@ func BenchmarkCachedLeafParallel(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestTLSConfigSignsOnlyTheConnectHost: a ClientHello naming another server
+// than the intercepted host fails the handshake and mints nothing, however
+// many names a client tries; the CONNECT host's own name, in any case or
+// with a trailing dot, gets its leaf.
+func TestTLSConfigSignsOnlyTheConnectHost(t *testing.T) {
+	ca := newTestCA(t)
+	s := newTestSigner(t, ca, 0)
+	for i := 0; i < 50; i++ {
+		name := fmt.Sprintf("n%d.attacker.example", i)
+		_, err := handshake(t, s, "api.openai.com:443", &tls.Config{RootCAs: caPool(ca), ServerName: name})
+		if err == nil {
+			t.Fatalf("handshake with SNI %s for CONNECT api.openai.com succeeded", name)
+		}
+	}
+	if st := s.Stats(); st.Signed != 0 || st.Misses != 0 || st.Hits != 0 {
+		t.Errorf("after 50 foreign SNIs: %+v; want nothing signed or even looked up", st)
+	}
+	for _, sni := range []string{"api.openai.com", "API.OpenAI.com", "api.openai.com."} {
+		state, err := handshake(t, s, "api.openai.com:443", &tls.Config{RootCAs: caPool(ca), ServerName: sni})
+		if err != nil {
+			t.Fatalf("SNI %q: %v", sni, err)
+		}
+		if got := state.PeerCertificates[0].DNSNames; len(got) != 1 || got[0] != "api.openai.com" {
+			t.Errorf("SNI %q: leaf for %v", sni, got)
+		}
+	}
+	if got := s.Stats().Signed; got != 1 {
+		t.Errorf("Signed = %d; want 1 (one leaf for the CONNECT host)", got)
+	}
+}
+
+func TestTLSConfigMismatchIsErrSNIMismatch(t *testing.T) {
+	ca := newTestCA(t)
+	s := newTestSigner(t, ca, 0)
+	_, err := s.TLSConfig("api.openai.com").GetCertificate(&tls.ClientHelloInfo{ServerName: "other.example"})
+	if !errors.Is(err, ErrSNIMismatch) || !strings.Contains(err.Error(), `"other.example"`) {
+		t.Errorf("error %v; want ErrSNIMismatch naming the server name", err)
+	}
 }

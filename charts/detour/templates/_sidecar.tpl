@@ -164,7 +164,7 @@ securityContext:
 {{/* detour.sidecar.appEnv: the variables of an app container. */}}
 {{- define "detour.sidecar.appEnv" -}}
 {{- $proxy := printf "http://127.0.0.1:%d" (int .Values.sidecar.proxyPort) -}}
-{{- $noProxy := join "," (concat (list "localhost" "127.0.0.1" "::1" ".svc" ".cluster.local") .Values.sidecar.noProxy) -}}
+{{- $noProxy := join "," (concat (list "localhost" "127.0.0.1" "::1" "169.254.169.254" "169.254.0.0/16" ".svc" ".cluster.local") .Values.sidecar.noProxy) -}}
 - {name: HTTPS_PROXY, value: {{ $proxy | quote }}}
 - {name: https_proxy, value: {{ $proxy | quote }}}
 - {name: HTTP_PROXY, value: {{ $proxy | quote }}}
