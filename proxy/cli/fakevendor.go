@@ -28,7 +28,7 @@ func FakeVendor(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	name := fs.String("name", "", `name in the answer text ("Hello from NAME.")`)
 	seed := fs.Int64("seed", 1, "seed of the random faults (same seed, same sequence)")
 	delay := fs.Duration("event-delay", 0, "pause between stream events")
-	if help, err := parse(fs, args); help || err != nil {
+	if help, err := parse(fs, args, stdout); help || err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
