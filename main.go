@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 
 	"github.com/detour-proxy/detour/proxy/cli"
@@ -47,7 +48,8 @@ Usage:
   detour run [--policy FILE] -- CMD [ARGS...]
                                    run CMD with its LLM calls going through detour (HTTPS_PROXY and
                                    a CA bundle are set for it); passes signals on, exits with CMD's status
-  detour demo [--requests N]       watch failover happen: fake vendors with faults, detour, and the
+  detour demo [--requests N] [--seed N]
+                                   watch failover happen: fake vendors with faults, detour, and the
                                    official openai-go client, all in this process (no keys, no network)
   detour simulate [--seed N] [--requests N] [--only a,b,c,d]
                                    reproducible failover experiments through the real chain runner,
@@ -61,7 +63,7 @@ Usage:
   detour inject --tls-cert F --tls-key F [--listen :8443] [--config F]
                                    Kubernetes: the mutating webhook that adds detour to opted-in pods
                                    (the Helm chart in charts/detour runs it)
-  detour help                      show this help
+  detour help [COMMAND]            show this help, or a command's (same as detour COMMAND --help)
 
 Point an app at detour with HTTPS_PROXY=http://127.0.0.1:8787 (and trust detour's CA),
 or with a base URL such as OPENAI_BASE_URL=http://127.0.0.1:8787/openai/v1.
@@ -83,14 +85,26 @@ func commands() map[string]cli.Command {
 
 // run is the whole program, minus process concerns, so tests can call it.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "-h", "-help", "--help":
+			// Not serve's --help: detour with no command runs serve, but
+			// someone asking `detour --help` wants to know every command.
+			fmt.Fprint(stdout, usage)
+			return nil
+		}
+	}
 	name := "serve"
 	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
 		name, args = args[0], args[1:]
 	}
-	switch name {
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return nil
+	if name == "help" {
+		if len(args) == 0 {
+			fmt.Fprint(stdout, usage)
+			return nil
+		}
+		// `detour help policy check` is `detour policy check --help`.
+		return run(ctx, append(slices.Clone(args), "--help"), stdout, stderr)
 	}
 	cmd, ok := commands()[name]
 	if !ok {

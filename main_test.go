@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -78,24 +79,50 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
-func TestServeStartsAndStopsCleanly(t *testing.T) {
-	dir := t.TempDir()
+// writeTestPolicy writes the built-in policy to dir/policy.json with the
+// proxy on a free loopback port, the admin listener on adminListen, and the
+// CA in dir. It fails the test if the built-in policy no longer has the
+// lines it replaces: a silent no-op would leave the fixed ports in.
+func writeTestPolicy(t *testing.T, dir, adminListen string) string {
+	t.Helper()
+	pol := string(defaultPolicy)
+	for _, r := range [][2]string{
+		{`"listen": "127.0.0.1:8787"`, `"listen": "127.0.0.1:0", "ca": {"cert_file": "ca.pem", "key_file": "ca-key.pem"}`},
+		{`"admin_listen": "127.0.0.1:8788"`, fmt.Sprintf(`"admin_listen": %q`, adminListen)},
+	} {
+		if !strings.Contains(pol, r[0]) {
+			t.Fatalf("the built-in policy has no %s to replace", r[0])
+		}
+		pol = strings.Replace(pol, r[0], r[1], 1)
+	}
 	path := filepath.Join(dir, "policy.json")
-	pol := strings.Replace(string(defaultPolicy), `"listen": "127.0.0.1:8787"`, `"listen": "127.0.0.1:0", "ca": {"cert_file": "ca.pem", "key_file": "ca-key.pem"}`, 1)
 	if err := os.WriteFile(path, []byte(pol), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return path
+}
+
+func TestServeStartsAndStopsCleanly(t *testing.T) {
+	dir := t.TempDir()
+	// Both listeners on free ports: the admin listener too, never the
+	// default 127.0.0.1:8788, which a running detour (or another test) holds.
+	path := writeTestPolicy(t, dir, "127.0.0.1:0")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	errb := &syncBuf{}
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, []string{"--policy", path}, &bytes.Buffer{}, errb) }()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.After(10 * time.Second)
 	for !strings.Contains(errb.String(), "detour is listening") {
-		if time.Now().After(deadline) {
+		select {
+		case err := <-done:
+			// serve gave up (a port taken, a bad policy): say why, rather
+			// than wait out the deadline and report only the log.
+			t.Fatalf("serve returned %v before listening:\n%s", err, errb.String())
+		case <-deadline:
 			t.Fatalf("not listening after 10s:\n%s", errb.String())
+		case <-time.After(10 * time.Millisecond):
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 	// The CA was created next to the policy, key readable by its owner only.
 	st, err := os.Stat(filepath.Join(dir, "ca-key.pem"))
@@ -114,11 +141,7 @@ func TestServeStartsAndStopsCleanly(t *testing.T) {
 }
 
 func TestSIGHUPReloadsThePolicy(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "policy.json")
-	pol := strings.Replace(string(defaultPolicy), `"listen": "127.0.0.1:8787"`, `"listen": "127.0.0.1:0", "ca": {"cert_file": "ca.pem", "key_file": "ca-key.pem"}`, 1)
-	pol = strings.Replace(pol, `"admin_listen": "127.0.0.1:8788"`, `"admin_listen": "off"`, 1)
-	os.WriteFile(path, []byte(pol), 0o644)
+	path := writeTestPolicy(t, t.TempDir(), "off")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	errb := &syncBuf{}

@@ -147,18 +147,28 @@ func TestQuotaExhaustedFailsOverAndCoolsDown(t *testing.T) {
 	if primary.Calls() != 1 || backup.Calls() != 4 {
 		t.Errorf("calls: primary %d, backup %d; want 1 and 4 (primary cooling down)", primary.Calls(), backup.Calls())
 	}
-	rs := h.WaitRecords(t, 4)
-	if got, want := outcomes(rs[0]), "primary:fallback:quota_exhausted,backup:ok"; got != want {
+	// By request id: records and log lines are written as requests end,
+	// which need not be the order they were sent in.
+	ids := h.RequestIDs()
+	if len(ids) != 4 {
+		t.Fatalf("%d answers carried a request id; want 4", len(ids))
+	}
+	if got, want := outcomes(h.WaitRecord(t, ids[0])), "primary:fallback:quota_exhausted,backup:ok"; got != want {
 		t.Errorf("first request attempts = %s; want %s", got, want)
 	}
-	if got := rs[1].Attempts[0]; got.Outcome != chain.OutcomeSkipped || !strings.Contains(got.Reason, "cooling down until") {
+	if got := h.WaitRecord(t, ids[1]).Attempts[0]; got.Outcome != chain.OutcomeSkipped || !strings.Contains(got.Reason, "cooling down until") {
 		t.Errorf("second request's first attempt = %+v; want skipped, cooling down", got)
 	}
-	lines := h.LogLines("request")
-	if len(lines) < 4 {
-		t.Fatalf("want 4 request log lines, got %d", len(lines))
+	h.WaitRecords(t, 4)
+	var first map[string]any
+	for _, l := range h.LogLines("request") {
+		if l["id"] == ids[0] {
+			first = l
+		}
 	}
-	first := lines[0]
+	if first == nil {
+		t.Fatalf("no request log line with id %s:\n%s", ids[0], h.Log())
+	}
 	for _, field := range []string{"id", "route", "tier", "reasons", "stream", "model", "attempts", "answered_by", "error", "ttfb_ms", "total_ms", "usage", "cache"} {
 		if _, ok := first[field]; !ok {
 			t.Errorf("log line lacks field %q: %v", field, first)
@@ -196,7 +206,7 @@ func TestRateLimitFailsOverWithoutCooldown(t *testing.T) {
 	if primary.Calls() != 2 || backup.Calls() != 1 {
 		t.Errorf("calls: primary %d, backup %d; want 2 and 1", primary.Calls(), backup.Calls())
 	}
-	if got, want := outcomes(h.WaitRecords(t, 1)[0]), "primary:fallback:rate_limited,backup:ok"; got != want {
+	if got, want := outcomes(h.WaitRecord(t, h.RequestIDs()[0])), "primary:fallback:rate_limited,backup:ok"; got != want {
 		t.Errorf("attempts = %s; want %s", got, want)
 	}
 }

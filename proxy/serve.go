@@ -53,6 +53,10 @@ type Options struct {
 	// OnRecord receives every finished request record, after detour's own
 	// metrics have counted it.
 	OnRecord func(*chain.Record)
+	// Now, when set, is the clock of cooldowns and breakers (chain.Runner's
+	// Now): `detour demo` runs on a virtual clock so that a seed always
+	// gives the same run. Nil is the real clock.
+	Now func() time.Time
 }
 
 // CompilePolicy compiles a policy file with the process's environment.
@@ -155,6 +159,7 @@ func Serve(ctx context.Context, opts Options) error {
 		Transports: transports,
 		Log:        logger,
 		OnRecord:   onRecord,
+		Now:        opts.Now,
 	}
 	srv := NewServer(store, signer, runner, logger)
 	if adminLn != nil {

@@ -152,7 +152,7 @@ func (s *session) attempt(u *policy.Upstream, model string, last bool, ln *lane,
 		if phase == "" && isConnectTimeout(err) {
 			phase = phaseConnect
 		}
-		v := s.pol.ClassifyFor(u.Name, policy.Outcome{Shape: u.Shape, Err: err, Timeout: phase}, s.r.now())
+		v := explainTLS(u, err, s.pol.ClassifyFor(u.Name, policy.Outcome{Shape: u.Shape, Err: err, Timeout: phase}, s.r.now()))
 		return s.failed(u, v, &failure{upstream: u.Name, verdict: v}, last, a, finish)
 	}
 	defer resp.Body.Close()

@@ -35,6 +35,12 @@ type runner struct {
 	mu      sync.Mutex
 	records []*chain.Record
 	health  *health.Registry
+	// lastID is the request id of the request that started last, once
+	// every started request has ended (running counts those that have
+	// not): see record.
+	lastID  string
+	started int
+	running int
 }
 
 func newRunner(t *testing.T, host, policyJSON string) *runner {
@@ -66,7 +72,18 @@ func startRunner(t *testing.T, host, policyJSON string, tune func(*chain.Runner)
 		tune(cr)
 	}
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.mu.Lock()
+		r.started++
+		seq := r.started
+		r.running++
+		r.mu.Unlock()
 		cr.Serve(w, req, chain.Target{Host: host, Mode: "base_url"})
+		r.mu.Lock()
+		if seq == r.started {
+			r.lastID = w.Header().Get(chain.HeaderRequestID)
+		}
+		r.running--
+		r.mu.Unlock()
 	}))
 	t.Cleanup(r.srv.Close)
 	return r
@@ -85,20 +102,45 @@ func waitIdle(t *testing.T, v *detourtest.Vendor, what string) {
 	}
 }
 
+// record returns the record of the request the test sent last, once every
+// request has ended. Not simply the last record: the app reads a stream's
+// last event before the chain writes its record, so the app's next request
+// can end, and be recorded, before the previous one is.
 func (r *runner) record(t *testing.T) *chain.Record {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
 		r.mu.Lock()
-		if len(r.records) > 0 {
-			rec := r.records[len(r.records)-1]
-			r.mu.Unlock()
-			return rec
+		if r.running == 0 && r.lastID != "" {
+			for _, rec := range r.records {
+				if rec.ID == r.lastID {
+					r.mu.Unlock()
+					return rec
+				}
+			}
 		}
 		r.mu.Unlock()
 		time.Sleep(5 * time.Millisecond)
 	}
-	t.Fatal("no record")
+	t.Fatal("no record of the last request after 5s")
+	return nil
+}
+
+// settled returns every record once no request is running.
+func (r *runner) settled(t *testing.T) []*chain.Record {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		r.mu.Lock()
+		if r.running == 0 {
+			rs := append([]*chain.Record(nil), r.records...)
+			r.mu.Unlock()
+			return rs
+		}
+		r.mu.Unlock()
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatal("requests still running after 5s")
 	return nil
 }
 
@@ -532,9 +574,7 @@ func TestTranslationSkipsWhatTheTargetCannotTakeAndNotesLossyChanges(t *testing.
 	if sent["temperature"] != 1.0 {
 		t.Errorf("anthropic got temperature %v; want 1", sent["temperature"])
 	}
-	r.mu.Lock()
-	last := r.records[len(r.records)-1]
-	r.mu.Unlock()
+	last := r.record(t)
 	if a := last.Attempts[0]; !a.Translated || !strings.Contains(strings.Join(a.Notes, ";"), "temperature") {
 		t.Errorf("attempt = %+v; want a translation note about temperature", a)
 	}

@@ -218,7 +218,7 @@ func TestBreakerOpensSkipsAndRecovers(t *testing.T) {
 	if st := r.health.Breaker("a", clk.Now()); st.State != health.BreakerOpen {
 		t.Fatalf("breaker %v; want open", st.State)
 	}
-	rec := r.records[len(r.records)-1]
+	rec := r.record(t)
 	if rec.Attempts[0].Outcome != chain.OutcomeSkipped || !strings.Contains(rec.Attempts[0].Reason, "breaker open") {
 		t.Errorf("attempt %+v; want skipped, breaker open", rec.Attempts[0])
 	}
@@ -320,7 +320,7 @@ func TestConcurrencyLimitSkipsToTheNextUpstream(t *testing.T) {
 		t.Errorf("first answer %q", got)
 	}
 	var limited *chain.Record
-	for _, rec := range r.records {
+	for _, rec := range r.settled(t) {
 		if rec.AnsweredBy == "b" {
 			limited = rec
 		}
@@ -447,7 +447,7 @@ func TestTiersPickTheChain(t *testing.T) {
 		}
 		got := openaiText(t, resp)
 		resp.Body.Close()
-		rec := r.records[len(r.records)-1]
+		rec := r.record(t)
 		if rec.Tier != c.want || got != "Hello from "+c.want+"." {
 			t.Errorf("%q (header %q): tier %q answered %q; want %s", c.prompt, c.header, rec.Tier, got, c.want)
 		}
@@ -582,7 +582,7 @@ func TestFailoverStormDoesNotFlattenTheBackup(t *testing.T) {
 		t.Errorf("backup saw %d requests at once; want at most 3", p)
 	}
 	limited := 0
-	for _, rec := range r.records {
+	for _, rec := range r.settled(t) {
 		for _, at := range rec.Attempts {
 			if at.Upstream == "b" && at.Class == "local_limit" {
 				limited++

@@ -14,9 +14,9 @@ import (
 	"github.com/detour-proxy/detour/proxy/mitm"
 )
 
-const caSynopsis = `detour ca init   [--policy FILE | --cert FILE --key FILE]
-       detour ca print  [--policy FILE | --cert FILE]
-       detour ca bundle [--policy FILE | --cert FILE] [--out FILE]`
+const caSynopsis = `detour ca init   [--policy FILE | --cert FILE --key FILE]   create detour's CA (an existing one is kept)
+       detour ca print  [--policy FILE | --cert FILE]                print its certificate (PEM)
+       detour ca bundle [--policy FILE | --cert FILE] [--out FILE]   the system roots + detour's CA, for apps to trust`
 
 // CA runs `detour ca init | print | bundle`. builtin is the embedded
 // default policy, whose CA location is used when no policy is named.
@@ -27,6 +27,11 @@ func CA(builtin []byte) Command {
 			return ErrUsage
 		}
 		sub, args := args[0], args[1:]
+		if isHelp(sub) {
+			// The three subcommands share one set of flags: init's usage
+			// is the whole command's.
+			sub, args = "init", []string{"--help"}
+		}
 		if sub != "init" && sub != "print" && sub != "bundle" {
 			fmt.Fprintf(stderr, "detour ca: unknown subcommand %q (init, print, bundle)\nusage: %s\n", sub, caSynopsis)
 			return ErrUsage
@@ -36,7 +41,7 @@ func CA(builtin []byte) Command {
 		certFile := fs.String("cert", "", "CA certificate file (instead of --policy)")
 		keyFile := fs.String("key", "", "CA key file (init only)")
 		out := fs.String("out", "", "bundle: write here instead of standard output")
-		if help, err := parse(fs, args); help || err != nil {
+		if help, err := parse(fs, args, stdout); help || err != nil {
 			return err
 		}
 		if fs.NArg() > 0 {

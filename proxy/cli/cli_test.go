@@ -4,15 +4,16 @@ import (
 	"bytes"
 	"context"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -228,25 +229,56 @@ func TestPolicyExplainTiersStaticAndResilience(t *testing.T) {
 	}
 }
 
-func TestFakeVendorServesAndFails(t *testing.T) {
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	addr := ln.Addr().String()
-	ln.Close()
+// startFakeVendor runs `detour fake-vendor args… --listen 127.0.0.1:0` until
+// the test ends and returns the upstream it printed for a policy, decoded,
+// and its output. The port is the one the vendor bound and reported: never
+// a port picked beforehand, which another process can take meanwhile.
+func startFakeVendor(t *testing.T, args ...string) (upstream map[string]any, out *detourtest.SyncBuffer, stop func() error) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	var out bytes.Buffer
+	out = &detourtest.SyncBuffer{}
 	done := make(chan error, 1)
 	go func() {
-		done <- FakeVendor(ctx, []string{"--shape", "anthropic", "--listen", addr, "--faults", "529:overloaded=1"}, &out, io.Discard)
+		done <- FakeVendor(ctx, append(args, "--listen", "127.0.0.1:0"), out, io.Discard)
 	}()
-	var resp *http.Response
-	var err error
-	for i := 0; i < 100; i++ {
-		resp, err = http.Post("http://"+addr+"/v1/messages", "application/json", strings.NewReader(`{"model":"claude","max_tokens":5,"messages":[]}`))
-		if err == nil {
-			break
+	stop = sync.OnceValue(func() error {
+		cancel()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(10 * time.Second):
+			return errors.New("fake-vendor did not stop within 10s")
 		}
-		time.Sleep(20 * time.Millisecond)
+	})
+	t.Cleanup(func() { _ = stop() })
+	deadline := time.After(10 * time.Second)
+	for {
+		for _, line := range strings.Split(out.String(), "\n") {
+			if js, ok := strings.CutPrefix(line, "policy upstream: "); ok {
+				if err := json.Unmarshal([]byte(js), &upstream); err != nil {
+					t.Fatalf("the printed upstream is not JSON: %v\n%s", err, line)
+				}
+				return upstream, out, stop
+			}
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("fake-vendor returned %v before listening:\n%s", err, out.String())
+		case <-deadline:
+			t.Fatalf("fake-vendor printed no upstream after 10s:\n%s", out.String())
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
+}
+
+func TestFakeVendorServesAndFails(t *testing.T) {
+	t.Parallel()
+	up, out, stop := startFakeVendor(t, "--shape", "anthropic", "--faults", "529:overloaded=1")
+	base, _ := up["base_url"].(string)
+	if !strings.HasPrefix(base, "http://127.0.0.1:") || up["ca_file"] != nil {
+		t.Fatalf("upstream %v; want a plain-HTTP base_url on loopback and no ca_file", up)
+	}
+	resp, err := http.Post(base+"/v1/messages", "application/json", strings.NewReader(`{"model":"claude","max_tokens":5,"messages":[]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,8 +287,7 @@ func TestFakeVendorServesAndFails(t *testing.T) {
 	if resp.StatusCode != 529 || !strings.Contains(string(body), "overloaded_error") {
 		t.Errorf("got %d %s; want the injected 529", resp.StatusCode, body)
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "served 1 requests") {
@@ -265,6 +296,40 @@ func TestFakeVendorServesAndFails(t *testing.T) {
 	_, _, err = runCmd(t, FakeVendor, "--faults", "429=2")
 	if !errors.Is(err, ErrUsage) {
 		t.Errorf("bad faults: %v", err)
+	}
+}
+
+// With --tls the printed upstream is a complete one: pasted into a policy
+// as it is, detour trusts the vendor's self-signed certificate through the
+// ca_file it names and gets its answer.
+func TestFakeVendorTLSUpstreamCarriesItsCAFile(t *testing.T) {
+	t.Parallel()
+	up, _, stop := startFakeVendor(t, "--shape", "openai", "--tls", "--name", "tls-fake")
+	caFile, _ := up["ca_file"].(string)
+	if caFile == "" || !strings.HasPrefix(up["base_url"].(string), "https://127.0.0.1:") {
+		t.Fatalf("upstream %v; want an https base_url and the ca_file of its certificate", up)
+	}
+	if _, err := os.Stat(caFile); err != nil {
+		t.Fatalf("ca_file: %v", err)
+	}
+	upJSON, _ := json.Marshal(up)
+	h := detourtest.Start(t, `{"upstreams": {"fake": `+string(upJSON)+`},
+  "routes": [{"name": "r", "match": {"host": "api.openai.com", "path": "/v1/chat/completions"}, "chain": ["fake"]}]}`)
+	resp, err := h.Client().Post("https://api.openai.com/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "Hello from tls-fake.") {
+		t.Errorf("through detour: %d %s; want the fake vendor's answer", resp.StatusCode, body)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(caFile); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("ca_file %s left behind after the vendor stopped (%v)", caFile, err)
 	}
 }
 

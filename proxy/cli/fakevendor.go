@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -28,7 +29,7 @@ func FakeVendor(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	name := fs.String("name", "", `name in the answer text ("Hello from NAME.")`)
 	seed := fs.Int64("seed", 1, "seed of the random faults (same seed, same sequence)")
 	delay := fs.Duration("event-delay", 0, "pause between stream events")
-	if help, err := parse(fs, args); help || err != nil {
+	if help, err := parse(fs, args, stdout); help || err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -49,7 +50,7 @@ func FakeVendor(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w (choose another with --listen)", *listen, err)
 	}
-	scheme := "http"
+	scheme, caFile := "http", ""
 	srv := &http.Server{Handler: v, ReadHeaderTimeout: 30 * time.Second}
 	if *useTLS {
 		// httptest's certificate is valid for 127.0.0.1 and example.com;
@@ -61,18 +62,31 @@ func FakeVendor(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			ts.Close()
 			return err
 		}
+		// The certificate is good only while this vendor runs.
+		defer os.Remove(certFile)
 		srv.TLSConfig = ts.TLS.Clone()
 		ts.Close()
 		ln = tls.NewListener(ln, srv.TLSConfig)
-		scheme = "https"
-		fmt.Fprintf(stdout, "certificate: %s (use it as the upstream's ca_file)\n", certFile)
+		scheme, caFile = "https", certFile
+		fmt.Fprintf(stdout, "certificate: %s (the upstream's ca_file; removed when this vendor stops)\n", certFile)
 	}
 	base := scheme + "://" + ln.Addr().String()
 	if s == rewrite.OpenAI {
 		base += "/v1"
 	}
 	fmt.Fprintf(stdout, "fake %s vendor on %s; faults: %q (seed %d)\n", s, base, *faults, *seed)
-	fmt.Fprintf(stdout, `policy upstream: {"shape": %q, "base_url": %q, "auth": {"none": true}}`+"\n", s, base)
+	// The upstream as a policy takes it: with --tls, detour must trust the
+	// self-signed certificate, which only ca_file makes it do.
+	upstream, err := json.Marshal(struct {
+		Shape   rewrite.Shape   `json:"shape"`
+		BaseURL string          `json:"base_url"`
+		CAFile  string          `json:"ca_file,omitempty"`
+		Auth    map[string]bool `json:"auth"`
+	}{s, base, caFile, map[string]bool{"none": true}})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "policy upstream: %s\n", upstream)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

@@ -22,7 +22,7 @@ func Inject(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	keyFile := fs.String("tls-key", "", "PEM key of --tls-cert (required)")
 	configFile := fs.String("config", "", "injector config, JSON or YAML (default: the built-in defaults)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
-	if help, err := parse(fs, args); help || err != nil {
+	if help, err := parse(fs, args, stdout); help || err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

@@ -22,7 +22,7 @@ import (
 )
 
 const policySynopsis = `detour policy check FILE
-       detour policy explain FILE --request REQ.json [--host HOST] [--path PATH] [--tier TIER]`
+       detour policy explain FILE --request REQ.json [--host HOST] [--path PATH] [--tier TIER] [--admin ADDR]`
 
 // Policy runs `detour policy check | explain`.
 func Policy(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -30,10 +30,19 @@ func Policy(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintf(stderr, "detour policy: which one? check or explain\nusage: %s\n", policySynopsis)
 		return ErrUsage
 	}
-	switch sub, args := args[0], args[1:]; sub {
-	case "check":
+	switch sub, args := args[0], args[1:]; {
+	case isHelp(sub):
+		// The full usage: each subcommand's synopsis and flags, as its own
+		// --help prints them.
+		fmt.Fprint(stdout, "detour policy: validate a policy file, or show what a request would go through.\n\n")
+		if err := policyCheck([]string{"--help"}, stdout, stderr); err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout)
+		return policyExplain([]string{"--help"}, stdout, stderr)
+	case sub == "check":
 		return policyCheck(args, stdout, stderr)
-	case "explain":
+	case sub == "explain":
 		return policyExplain(args, stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "detour policy: unknown subcommand %q (check, explain)\nusage: %s\n", sub, policySynopsis)
@@ -63,7 +72,7 @@ func compileFile(path string) (*policy.Compiled, error) {
 func policyCheck(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("policy check", "detour policy check FILE", stderr)
 	file, rest := splitFileArg(args)
-	if help, err := parse(fs, rest); help || err != nil {
+	if help, err := parse(fs, rest, stdout); help || err != nil {
 		return err
 	}
 	if file == "" && fs.NArg() == 1 {
@@ -117,14 +126,14 @@ func egressSummary(c *policy.Compiled) string {
 }
 
 func policyExplain(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("policy explain", "detour policy explain FILE --request REQ.json [--host HOST] [--path PATH] [--tier TIER]", stderr)
+	fs := newFlags("policy explain", "detour policy explain FILE --request REQ.json [--host HOST] [--path PATH] [--tier TIER] [--admin ADDR]", stderr)
 	file, rest := splitFileArg(args)
 	reqFile := fs.String("request", "", "a request body as the app would send it (JSON)")
 	host := fs.String("host", "", "vendor host the app calls (default: inferred from the request, else the only route's host)")
 	urlPath := fs.String("path", "", "request path (default: the vendor's chat endpoint)")
 	admin := fs.String("admin", "", "admin address of a running detour to ask for cooldowns and breakers (default: the policy's admin_listen; \"off\" to not ask)")
 	tierFlag := fs.String("tier", "", "the request's x-detour-tier header, which overrides the classifier")
-	if help, err := parse(fs, rest); help || err != nil {
+	if help, err := parse(fs, rest, stdout); help || err != nil {
 		return err
 	}
 	if file == "" && fs.NArg() == 1 {

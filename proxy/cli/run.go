@@ -39,7 +39,7 @@ func RunWith(builtin []byte) Command {
 		if i := slices.Index(args, "--"); i >= 0 {
 			flagArgs, command, dashed = args[:i], args[i+1:], true
 		}
-		if help, err := parse(fs, flagArgs); help || err != nil {
+		if help, err := parse(fs, flagArgs, stdout); help || err != nil {
 			return err
 		}
 		if !dashed || fs.NArg() > 0 || len(command) == 0 {

@@ -143,8 +143,8 @@ func TestRunUsageErrors(t *testing.T) {
 	if _, _, err := detourRun(t, "--policy", pol, "--", "detour-no-such-command", "--frob"); !errors.As(err, &exit) || exit.Code != 127 {
 		t.Errorf("a flag after --: err = %v; want the command run (and not found), not a usage error", err)
 	}
-	if out, _, err := detourRun(t, "-h"); err != nil || out != "" {
-		t.Errorf("-h: err %v, stdout %q; want nil and the usage on stderr", err, out)
+	if out, stderr, err := detourRun(t, "-h"); err != nil || !strings.Contains(out, "usage: "+runSynopsis) || stderr != "" {
+		t.Errorf("-h: err %v, stdout %q, stderr %q; want nil and the usage on stdout", err, out, stderr)
 	}
 }
 

@@ -14,7 +14,7 @@ func Serve(builtin []byte) Command {
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fs := newFlags("serve", "detour serve [--policy FILE]", stderr)
 		policyPath := fs.String("policy", "", "policy file (default ./policy.json if it exists, else the built-in policy)")
-		if help, err := parse(fs, args); help || err != nil {
+		if help, err := parse(fs, args, stdout); help || err != nil {
 			return err
 		}
 		if fs.NArg() > 0 {

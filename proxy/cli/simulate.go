@@ -20,7 +20,7 @@ func Simulate(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	quotaRun := fs.Duration("quota-run", sim.DefaultQuotaRun, "virtual length of table (b)'s traffic")
 	quotaAt := fs.Int("quota-at", sim.DefaultQuotaAt, "table (b): the primary's call that first finds its quota gone")
 	breakerRun := fs.Duration("breaker-run", sim.DefaultBreakerRun, "virtual length of table (d)'s traffic")
-	if help, err := parse(fs, args); help || err != nil {
+	if help, err := parse(fs, args, stdout); help || err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

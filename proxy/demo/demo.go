@@ -32,19 +32,51 @@ import (
 
 // Options configure a demo run.
 type Options struct {
-	// Requests is how many chat completions the client sends. Default 60.
+	// Requests is how many chat completions the client sends, one after
+	// the other. Default 60.
 	Requests int
-	// Concurrency is how many run at once. Default 4.
-	Concurrency int
 	// Seed makes the injected faults reproducible. Default 1.
 	Seed int64
-	// Pace is each client worker's pause between requests, so that a person
-	// can watch (and the quota cooldown can expire mid-run). Default 100ms.
+	// Pace is the real pause between requests, so that a person can watch
+	// the progress line. Default 100ms on a terminal, none otherwise. It
+	// changes nothing in the outcome: see step.
 	Pace time.Duration
-	// Out receives the progress line and the table.
+	// Out receives the table (and, on a terminal, the progress line).
 	Out io.Writer
 	// LogOut receives detour's JSON log (default: discarded).
 	LogOut io.Writer
+}
+
+// A demo run is the same for the same seed, byte for byte: the requests go
+// one at a time (each once the previous one's record is written, so that
+// no fault, cooldown or breaker decision depends on which of two requests
+// got there first), and detour's cooldowns and breakers run on a virtual
+// clock that starts at epoch and moves step per request — so the quota
+// cooldown ends after the same request every time, however fast or loaded
+// the machine. Wall-clock time and the loopback port, which differ from run
+// to run, are shown only on a terminal.
+const step = 100 * time.Millisecond
+
+// epoch is where the virtual clock starts: the cooldown times in the table
+// are read from it.
+var epoch = time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)
+
+// clock is the demo's virtual clock.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
 }
 
 type vendorSpec struct {
@@ -70,19 +102,18 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.Requests <= 0 {
 		opts.Requests = 60
 	}
-	if opts.Concurrency <= 0 {
-		opts.Concurrency = 4
-	}
 	if opts.Seed == 0 {
 		opts.Seed = 1
 	}
-	if opts.Pace == 0 {
+	out := opts.Out
+	live := isTerminal(out)
+	if opts.Pace == 0 && live {
 		opts.Pace = 100 * time.Millisecond
 	}
 	if opts.LogOut == nil {
 		opts.LogOut = io.Discard
 	}
-	out := opts.Out
+	clk := &clock{now: epoch}
 	dir, err := os.MkdirTemp("", "detour-demo-")
 	if err != nil {
 		return err
@@ -92,7 +123,7 @@ func Run(ctx context.Context, opts Options) error {
 	var ups []string
 	var vendors []*fakevendor.Vendor
 	for i, spec := range cast {
-		v := fakevendor.New(spec.shape, fakevendor.Options{Name: spec.name, EventDelay: 10 * time.Millisecond})
+		v := fakevendor.New(spec.shape, fakevendor.Options{Name: spec.name, EventDelay: 10 * time.Millisecond, Now: clk.Now})
 		if spec.faults != "" {
 			fs, err := fakevendor.ParseFaults(spec.faults)
 			if err != nil {
@@ -147,6 +178,7 @@ func Run(ctx context.Context, opts Options) error {
 			PolicyPath: policyPath, Stderr: opts.LogOut, Listener: ln,
 			Ready:    func(_ net.Addr, ca *mitm.CA) { ready <- ca },
 			OnRecord: tally.add,
+			Now:      clk.Now,
 		})
 	}()
 	var ca *mitm.CA
@@ -156,7 +188,10 @@ func Run(ctx context.Context, opts Options) error {
 		return fmt.Errorf("detour did not start: %w", err)
 	}
 
-	fmt.Fprintf(out, "detour demo: %d chat completions from openai-go through detour (HTTPS_PROXY=http://%s)\n", opts.Requests, ln.Addr())
+	fmt.Fprintf(out, "detour demo: %d chat completions from openai-go through detour as its HTTPS_PROXY, seed %d\n", opts.Requests, opts.Seed)
+	if live {
+		fmt.Fprintf(out, "(HTTPS_PROXY=http://%s)\n", ln.Addr())
+	}
 	fmt.Fprintf(out, "chain: openai (%s)\n    → backup (%s)\n    → local (%s)\n\n", cast[0].about, cast[1].about, cast[2].about)
 
 	pool := x509.NewCertPool()
@@ -172,49 +207,40 @@ func Run(ctx context.Context, opts Options) error {
 	)
 	start := time.Now()
 	quotaAt := opts.Requests / 3
-	var quotaOnce sync.Once
-	live := isTerminal(out)
-	var wg sync.WaitGroup
-	jobs := make(chan int)
-	var appErrs sync.Map
-	for w := 0; w < opts.Concurrency; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range jobs {
-				if i >= quotaAt {
-					// From here on the primary's quota is gone: every call
-					// gets 429 insufficient_quota. detour should cool it
-					// down and probe it only when the cooldown ends.
-					quotaOnce.Do(func() {
-						vendors[0].SetRandomFaults(nil, 0)
-						vendors[0].SetDefault(fakevendor.Fault{Kind: fakevendor.Status, Status: 429, Class: fakevendor.ClassInsufficientQuota})
-					})
-				}
-				if err := ask(ctx, &client, i%3 == 0); err != nil {
-					appErrs.Store(i, err)
-				}
-				tally.progress(out, opts.Requests, live)
-				select {
-				case <-time.After(opts.Pace):
-				case <-ctx.Done():
-				}
-			}
-		}()
-	}
+	appErrs := 0
 	for i := 0; i < opts.Requests && ctx.Err() == nil; i++ {
-		jobs <- i
+		if i == quotaAt {
+			// From here on the primary's quota is gone: every call gets
+			// 429 insufficient_quota. detour should cool it down and
+			// probe it only when the cooldown ends.
+			vendors[0].SetRandomFaults(nil, 0)
+			vendors[0].SetDefault(fakevendor.Fault{Kind: fakevendor.Status, Status: 429, Class: fakevendor.ClassInsufficientQuota})
+		}
+		clk.advance(step)
+		if err := ask(ctx, &client, i%3 == 0); err != nil && ctx.Err() == nil {
+			appErrs++
+		}
+		// The app has a stream's last event before detour has written
+		// the request's record (and counted the answering attempt in its
+		// breaker): the next request waits for it.
+		if err := tally.wait(ctx, i+1); err != nil {
+			break
+		}
+		tally.progress(out, opts.Requests, live, time.Since(start))
+		if opts.Pace > 0 {
+			select {
+			case <-time.After(opts.Pace):
+			case <-ctx.Done():
+			}
+		}
 	}
-	close(jobs)
-	wg.Wait()
-	elapsed := time.Since(start)
 	stop()
 	<-served
-	fmt.Fprintln(out)
-	tally.table(out, vendors, elapsed)
-	n := 0
-	appErrs.Range(func(_, _ any) bool { n++; return true })
-	fmt.Fprintf(out, "\nThe app saw %d errors in %d requests. Each answer's x-detour-answered-by header names who answered.\n", n, opts.Requests)
+	if live {
+		fmt.Fprintln(out)
+	}
+	tally.table(out, vendors)
+	fmt.Fprintf(out, "\nThe app saw %d errors in %d requests. Each answer's x-detour-answered-by header names who answered.\n", appErrs, opts.Requests)
 	return ctx.Err()
 }
 

@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"sort"
@@ -21,17 +22,44 @@ type tally struct {
 	failed    int
 	classes   map[string]map[string]int // upstream → class → count
 	skipped   map[string]int
-	// skippedBreaker counts the skips of an open (or probing) breaker;
-	// the rest of skipped are cooldowns.
-	skippedBreaker map[string]int
-	sample         *chain.Record
+	// skippedWhy counts skips by cause (skipCooldown, skipBreaker,
+	// skipOther) per upstream.
+	skippedWhy map[string]map[string]int
+	sample     *chain.Record
+	// recorded is signalled after each record (wait).
+	recorded chan struct{}
 }
 
+// The causes of a skip, as the table words them.
+const (
+	skipCooldown = "while cooling down after a quota error"
+	skipBreaker  = "while its circuit breaker was open after repeated failures"
+	skipOther    = "for another reason (the log says which)"
+)
+
 func newTally() *tally {
-	return &tally{answered: map[string]int{}, classes: map[string]map[string]int{}, skipped: map[string]int{}, skippedBreaker: map[string]int{}}
+	return &tally{answered: map[string]int{}, classes: map[string]map[string]int{}, skipped: map[string]int{},
+		skippedWhy: map[string]map[string]int{}, recorded: make(chan struct{}, 1)}
+}
+
+// skipCause sorts a skipped attempt's reason into the table's causes.
+func skipCause(reason string) string {
+	switch {
+	case strings.HasPrefix(reason, "cooling down"):
+		return skipCooldown
+	case strings.HasPrefix(reason, "breaker"):
+		return skipBreaker
+	}
+	return skipOther
 }
 
 func (t *tally) add(r *chain.Record) {
+	defer func() {
+		select {
+		case t.recorded <- struct{}{}:
+		default:
+		}
+	}()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.done++
@@ -45,9 +73,10 @@ func (t *tally) add(r *chain.Record) {
 		switch a.Outcome {
 		case chain.OutcomeSkipped:
 			t.skipped[a.Upstream]++
-			if strings.HasPrefix(a.Reason, "breaker") {
-				t.skippedBreaker[a.Upstream]++
+			if t.skippedWhy[a.Upstream] == nil {
+				t.skippedWhy[a.Upstream] = map[string]int{}
 			}
+			t.skippedWhy[a.Upstream][skipCause(a.Reason)]++
 		case chain.OutcomeFallback:
 			fell = true
 			fallthrough
@@ -68,22 +97,37 @@ func (t *tally) add(r *chain.Record) {
 	}
 }
 
-// progress redraws one terminal line with the running counts; when the
-// output is not a terminal it prints a line every tenth request instead.
-func (t *tally) progress(w io.Writer, total int, live bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	line := fmt.Sprintf("[%3d/%d] answered by openai %3d  backup %3d  local %3d | failovers %3d | app errors %d",
-		t.done, total, t.answered["openai"], t.answered["backup"], t.answered["local"], t.failovers, t.failed)
-	switch {
-	case live:
-		fmt.Fprint(w, "\r"+line+" ")
-	case t.done%10 == 0 || t.done == total:
-		fmt.Fprintln(w, line)
+// wait returns once n records have been counted.
+func (t *tally) wait(ctx context.Context, n int) error {
+	for {
+		t.mu.Lock()
+		done := t.done
+		t.mu.Unlock()
+		if done >= n {
+			return nil
+		}
+		select {
+		case <-t.recorded:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 }
 
-func (t *tally) table(w io.Writer, vendors []*fakevendor.Vendor, elapsed time.Duration) {
+// progress redraws one terminal line with the running counts and the time
+// so far. Off a terminal it prints nothing: a log or a pipe gets the table
+// alone, the same for the same seed.
+func (t *tally) progress(w io.Writer, total int, live bool, elapsed time.Duration) {
+	if !live {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	fmt.Fprintf(w, "\r[%3d/%d] answered by openai %3d  backup %3d  local %3d | failovers %3d | app errors %d | %.1fs ",
+		t.done, total, t.answered["openai"], t.answered["backup"], t.answered["local"], t.failovers, t.failed, elapsed.Seconds())
+}
+
+func (t *tally) table(w io.Writer, vendors []*fakevendor.Vendor) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	fmt.Fprintf(w, "\n%-8s %9s %6s %9s  %s\n", "upstream", "answered", "calls", "skipped", "failures by class")
@@ -95,18 +139,28 @@ func (t *tally) table(w io.Writer, vendors []*fakevendor.Vendor, elapsed time.Du
 		sort.Strings(parts)
 		fmt.Fprintf(w, "%-8s %9d %6d %9d  %s\n", spec.name, t.answered[spec.name], vendors[i].Calls(), t.skipped[spec.name], strings.Join(parts, ", "))
 	}
-	fmt.Fprintf(w, "\n%d requests in %.1fs: %d failed over, %d reached the app as errors.\n", t.done, elapsed.Seconds(), t.failovers, t.failed)
+	fmt.Fprintf(w, "\n%d requests: %d failed over, %d reached the app as errors.\n", t.done, t.failovers, t.failed)
 	if t.sample != nil {
 		fmt.Fprintf(w, "\nOne failover, as detour logged it:\n")
 		for _, a := range t.sample.Attempts {
 			fmt.Fprintf(w, "  %-7s %-9s %-16s %s\n", a.Upstream, a.Outcome, a.Class, a.Reason)
 		}
 	}
+	if len(t.skippedWhy) == 0 {
+		return
+	}
 	fmt.Fprintln(w, "\nskipped = detour did not call it:")
 	for _, spec := range cast {
-		if n := t.skipped[spec.name]; n > 0 {
-			b := t.skippedBreaker[spec.name]
-			fmt.Fprintf(w, "  %-7s %d while cooling down after a quota error, %d while its circuit breaker was open after repeated failures\n", spec.name, n-b, b)
+		// Only the causes that happened: "0 while cooling down" would
+		// read as a cooldown that skipped nothing.
+		var parts []string
+		for _, cause := range []string{skipCooldown, skipBreaker, skipOther} {
+			if n := t.skippedWhy[spec.name][cause]; n > 0 {
+				parts = append(parts, fmt.Sprintf("%d %s", n, cause))
+			}
+		}
+		if len(parts) > 0 {
+			fmt.Fprintf(w, "  %-7s %s\n", spec.name, strings.Join(parts, ", "))
 		}
 	}
 }

@@ -49,6 +49,7 @@ type Harness struct {
 	log     *SyncBuffer
 	mu      sync.Mutex
 	records []*chain.Record
+	ids     []string // request ids of the answers Client() received
 	notify  chan struct{}
 }
 
@@ -215,9 +216,10 @@ func (h *Harness) Transport(extra ...*x509.Certificate) *http.Transport {
 	}
 }
 
-// Client returns an http.Client over Transport().
+// Client returns an http.Client over Transport() that remembers the
+// request id of every answer (RequestIDs, LastRequestID).
 func (h *Harness) Client(extra ...*x509.Certificate) *http.Client {
-	return &http.Client{Transport: h.Transport(extra...)}
+	return &http.Client{Transport: idRecorder{base: h.Transport(extra...), h: h}}
 }
 
 // Vendor is a fake vendor served over TLS on loopback.

@@ -14,15 +14,16 @@ import (
 // passthrough): it went to the host the app addressed, untouched.
 const passthrough = "passthrough"
 
-// Summary counts what detour did during a run.
+// Summary counts what detour did during a run. Each request is counted once,
+// in one of Direct, FailedOver, Passthrough, Errors and Cancelled.
 type Summary struct {
 	// Requests is every request detour intercepted (tunnelled connections
 	// to other hosts are not requests: detour never sees inside them).
 	Requests int
-	// Direct were answered by the first upstream of their chain.
+	// Direct were answered, whole, by the first upstream of their chain.
 	Direct int
-	// FailedOver were answered by a later upstream, because an earlier one
-	// failed or was cooling down.
+	// FailedOver were answered, whole, by a later upstream, because an
+	// earlier one failed or was cooling down.
 	FailedOver int
 	// Failovers counts failed-over requests by "from→to": the chain's first
 	// upstream and the one that answered.
@@ -31,9 +32,14 @@ type Summary struct {
 	AnsweredBy map[string]int
 	// Passthrough went to the vendor untouched (no route, or not a POST).
 	Passthrough int
-	// Errors ended with an error the app saw: no upstream answered, a stop
-	// class (a 400 or 401 passed on), a stream cut after its start.
+	// Errors ended with an error the app saw: no upstream answered (a
+	// failover that ended in an error included), a stop class (a 400 or
+	// 401 passed on), a stream cut after it began, a passthrough that
+	// failed.
 	Errors int
+	// Cut are the Errors whose stream broke off after it began: the app
+	// got part of an answer and then an error event.
+	Cut int
 	// Cancelled were abandoned by the app before the answer was complete.
 	Cancelled int
 }
@@ -57,6 +63,9 @@ func (s Summary) String() string {
 		fmt.Fprintf(&b, "; %d passed through", s.Passthrough)
 	}
 	fmt.Fprintf(&b, "; %d %s", s.Errors, plural(s.Errors, "error", "errors"))
+	if s.Cut > 0 {
+		fmt.Fprintf(&b, " (%d %s after it began)", s.Cut, plural(s.Cut, "stream cut", "streams cut"))
+	}
 	if s.Cancelled > 0 {
 		fmt.Fprintf(&b, ", %d cancelled by the app", s.Cancelled)
 	}
@@ -107,17 +116,18 @@ func (t *tally) add(r *chain.Record) {
 	defer t.mu.Unlock()
 	s := &t.s
 	s.Requests++
-	if cancelled(r) {
-		s.Cancelled++
-		return
-	}
-	if r.Error != "" {
-		s.Errors++
-	}
 	switch {
+	case cancelled(r):
+		s.Cancelled++
+	case r.Error != "" || r.AnsweredBy == "":
+		// An answer that began and broke off has an AnsweredBy too: it is
+		// an error all the same, and no failover that worked.
+		s.Errors++
+		if wasCut(r) {
+			s.Cut++
+		}
 	case r.AnsweredBy == passthrough:
 		s.Passthrough++
-	case r.AnsweredBy == "":
 	case len(r.Attempts) > 0 && r.Attempts[0].Upstream != r.AnsweredBy:
 		s.FailedOver++
 		s.Failovers[r.Attempts[0].Upstream+"→"+r.AnsweredBy]++
@@ -130,12 +140,25 @@ func (t *tally) add(r *chain.Record) {
 
 // cancelled reports whether the app went away before its answer was
 // complete: that is the app's doing, not a failure of detour or a vendor.
+// The chain says so with status 499, an attempt's client_gone, or (an
+// answer being written when the app hung up) only in the record's error.
 func cancelled(r *chain.Record) bool {
-	if r.Status == 499 {
+	if r.Status == 499 || strings.HasPrefix(r.Error, "client went away") {
 		return true
 	}
 	for _, a := range r.Attempts {
 		if a.Outcome == chain.OutcomeClientGone {
+			return true
+		}
+	}
+	return false
+}
+
+// wasCut reports whether the answering attempt broke off after its stream
+// began.
+func wasCut(r *chain.Record) bool {
+	for _, a := range r.Attempts {
+		if a.Outcome == chain.OutcomeCut {
 			return true
 		}
 	}
