@@ -280,6 +280,9 @@ type Compiled struct {
 	Classifier *Classifier
 	// Cache is the response cache's configuration.
 	Cache CachePolicy
+	// Bounds cap request bodies, their read time and the drain; always
+	// filled.
+	Bounds Bounds
 
 	hosts map[string]bool
 }
@@ -577,6 +580,7 @@ func (k *compiler) top(f *File) {
 		c.HedgeAfter = d
 	}
 	k.cache(f.Cache)
+	k.bounds(f)
 	if f.State != nil && f.State.Backend != "" && f.State.Backend != "memory" {
 		k.errorf("state.backend", "only \"memory\" is available (state is kept per detour process); got %q", f.State.Backend)
 	}
