@@ -286,6 +286,9 @@ type Compiled struct {
 	Egress EgressPolicy
 	// ListenPublic is listen_public: a non-loopback listen is meant.
 	ListenPublic bool
+	// Bounds cap request bodies, their read time and the drain; always
+	// filled.
+	Bounds Bounds
 
 	hosts map[string]bool
 }
@@ -585,6 +588,7 @@ func (k *compiler) top(f *File) {
 		c.HedgeAfter = d
 	}
 	k.cache(f.Cache)
+	k.bounds(f)
 	if f.State != nil && f.State.Backend != "" && f.State.Backend != "memory" {
 		k.errorf("state.backend", "only \"memory\" is available (state is kept per detour process); got %q", f.State.Backend)
 	}

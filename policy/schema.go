@@ -73,6 +73,25 @@ type File struct {
 	// State says where cooldowns, breakers and limits live. Default
 	// memory (per detour process); a shared backend is planned.
 	State *StateFile `json:"state,omitempty"`
+	// Limits bound what the whole detour process holds at once. Absent:
+	// every field's default. (Per-upstream limits are
+	// upstreams.NAME.limits.)
+	Limits *ProcessLimitsFile `json:"limits,omitempty"`
+	// DrainTimeout is how long a stopping detour lets in-flight requests
+	// and streams finish; then those still running are ended, each with an
+	// error in the app's shape, and logged with outcome drained. Default
+	// DefaultDrainTimeout. Read when detour stops, so a reload changes it.
+	DrainTimeout Duration `json:"drain_timeout,omitempty"`
+}
+
+// ProcessLimitsFile bounds the memory the whole process spends on requests.
+type ProcessLimitsFile struct {
+	// BufferedBytes is the most request body bytes detour holds at once,
+	// over every request in flight (bodies are buffered whole, to replay
+	// them to each upstream tried). A request whose body does not fit is
+	// answered 503 with retry-after: 1; a body larger than this on its own
+	// gets 413. Default DefaultBufferedBytes; at least MinBufferedBytes.
+	BufferedBytes int64 `json:"buffered_bytes,omitempty"`
 }
 
 // StateFile chooses the health state backend.
@@ -175,6 +194,12 @@ type TimeoutsFile struct {
 	// Idle bounds the silence between two reads of the response body
 	// (stream events included). Default DefaultIdleTimeout.
 	Idle Duration `json:"idle,omitempty"`
+	// ClientBody bounds reading the app's request body, counted from the
+	// request's arrival (and never past deadline); a body not read in
+	// time gets 408 and the connection is closed. Policy-wide only: the
+	// body is read before any upstream is chosen. Default
+	// DefaultClientBodyTimeout.
+	ClientBody Duration `json:"client_body,omitempty"`
 }
 
 // RouteFile matches requests to a vendor host and path and names their chain.

@@ -23,9 +23,13 @@ import (
 	"github.com/detour-proxy/detour/proxy/mitm"
 )
 
-// DrainTimeout is how long a stopping detour lets in-flight requests and
-// streams finish.
-const DrainTimeout = 30 * time.Second
+// DrainTimeout is the default of the policy's drain_timeout: how long a
+// stopping detour lets in-flight requests and streams finish.
+const DrainTimeout = policy.DefaultDrainTimeout
+
+// drainCutGrace is how long the requests ended at the drain timeout get to
+// write their error events and log lines before the listeners close.
+const drainCutGrace = 2 * time.Second
 
 // adminShutdownTimeout bounds closing the admin listener once the proxy has
 // drained: its requests are short, and a scrape must not hold up the exit.
@@ -88,7 +92,9 @@ func NewLogger(w io.Writer, level string) zerolog.Logger {
 	return zerolog.New(w).Level(lvl).With().Timestamp().Logger()
 }
 
-// Serve runs the sidecar until ctx ends, then drains for up to DrainTimeout.
+// Serve runs the sidecar until ctx ends, then drains for up to the policy's
+// drain_timeout; requests still running then are ended (see chain.Runner's
+// Drain) and given drainCutGrace to say so.
 // An invalid policy or an unusable CA is an error before anything listens.
 func Serve(ctx context.Context, opts Options) error {
 	pol, err := LoadPolicy(opts.PolicyPath, opts.BuiltinPolicy)
@@ -153,6 +159,8 @@ func Serve(ctx context.Context, opts Options) error {
 		}
 	}
 	transports := &chain.Transports{}
+	drainCtx, drainNow := context.WithCancel(context.Background())
+	defer drainNow()
 	runner := &chain.Runner{
 		Policy:     store.Load,
 		Health:     hr,
@@ -160,6 +168,10 @@ func Serve(ctx context.Context, opts Options) error {
 		Log:        logger,
 		OnRecord:   onRecord,
 		Now:        opts.Now,
+		Drain:      drainCtx,
+	}
+	if metrics != nil {
+		metrics.BufferedBytes(runner.BufferedBytes)
 	}
 	srv := NewServer(store, signer, runner, logger)
 	if adminLn != nil {
@@ -295,15 +307,28 @@ func Serve(ctx context.Context, opts Options) error {
 	// Not ready before draining: a Kubernetes readinessProbe then takes the
 	// pod out of its Service's endpoints while in-flight requests finish.
 	readiness.ShuttingDown()
-	logger.Info().Dur("drain_timeout", DrainTimeout).Msg("shutting down: draining in-flight requests")
-	sctx, scancel := context.WithTimeout(context.Background(), DrainTimeout)
-	defer scancel()
-	err = srv.Shutdown(sctx)
+	drain := store.Load().Bounds.DrainTimeout
+	logger.Info().Dur("drain_timeout", drain).Msg("shutting down: draining in-flight requests")
+	err = shutdownWithin(srv, drain)
+	if errors.Is(err, context.DeadlineExceeded) {
+		// Whatever still runs is ended now, each request with an error in
+		// its app's shape and its log line, rather than cut silently when
+		// the process exits.
+		drainNow()
+		err = shutdownWithin(srv, drainCutGrace)
+	}
 	transports.CloseIdle()
 	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
 	return nil
+}
+
+// shutdownWithin shuts srv down, waiting at most d for its requests.
+func shutdownWithin(srv *Server, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return srv.Shutdown(ctx)
 }
 
 // acceptNotifier calls first once, when the server first waits for a

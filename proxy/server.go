@@ -97,13 +97,14 @@ func NewServer(store *policy.Store, signer *mitm.Signer, runner *chain.Runner, l
 	s.fwd = s.newForwarder()
 
 	s.front = &http.Server{
-		Handler:           http.HandlerFunc(s.serveFront),
+		Handler:           refuseAmbiguousFraming(http.HandlerFunc(s.serveFront)),
 		ReadHeaderTimeout: ReadHeaderTimeout,
 		IdleTimeout:       IdleConnTimeout,
 		ErrorLog:          log.New(serverErrorLog{logger}, "", 0),
+		ConnContext:       withFraming,
 	}
 	s.inner = &http.Server{
-		Handler:           http.HandlerFunc(s.intercepted),
+		Handler:           refuseAmbiguousFraming(http.HandlerFunc(s.intercepted)),
 		ReadHeaderTimeout: ReadHeaderTimeout,
 		IdleTimeout:       IdleConnTimeout,
 		ErrorLog:          log.New(serverErrorLog{logger}, "", 0),
@@ -180,7 +181,7 @@ func (s *Server) GuardListener(addr net.Addr) { s.guard.add(addr) }
 func (s *Server) Serve(ln net.Listener) error {
 	s.guard.add(ln.Addr())
 	go func() { _ = s.inner.Serve(s.innerLn) }()
-	err := s.front.Serve(ln)
+	err := s.front.Serve(framingListener{ln})
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
@@ -256,7 +257,10 @@ func (s *Server) hijack(client net.Conn, host, port string) {
 		}
 		return cert, err
 	}
-	tc := tls.Server(client, cfg)
+	tc := newFramingConn(tls.Server(client, cfg))
+	tc.handshakeFailed = func(err error) {
+		s.inner.ErrorLog.Printf("http: TLS handshake error from %s: %v", client.RemoteAddr(), err)
+	}
 	s.targets.Store(tc, chain.Target{Host: host, Port: port, Mode: "proxy"})
 	if !s.innerLn.push(tc) {
 		s.targets.Delete(tc)
@@ -267,6 +271,7 @@ func (s *Server) hijack(client net.Conn, host, port string) {
 type targetKey struct{}
 
 func (s *Server) connContext(ctx context.Context, c net.Conn) context.Context {
+	ctx = withFraming(ctx, c)
 	if t, ok := s.targets.LoadAndDelete(c); ok {
 		return context.WithValue(ctx, targetKey{}, t.(chain.Target))
 	}

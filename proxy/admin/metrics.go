@@ -58,7 +58,7 @@ func NewMetrics(store *policy.Store, h *health.Registry) *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry()}
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: Namespace, Name: "requests_total",
-		Help: "App requests by route, tier and outcome (answered, failed, stopped, client_gone, passthrough).",
+		Help: "App requests by route, tier and outcome (answered, failed, stopped, client_gone, passthrough, drained).",
 	}, []string{"route", "tier", "outcome"})
 	m.attempts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: Namespace, Name: "attempts_total",
@@ -99,6 +99,16 @@ func NewMetrics(store *policy.Store, h *health.Registry) *Metrics {
 		&stateCollector{store: store, health: h, now: time.Now},
 	)
 	return m
+}
+
+// BufferedBytes adds the gauge detour_buffered_bytes, read from bytes when
+// scraped: the request body bytes held by requests in flight, against the
+// policy's limits.buffered_bytes.
+func (m *Metrics) BufferedBytes(bytes func() int64) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: Namespace, Name: "buffered_bytes",
+		Help: "Request body bytes buffered by requests in flight (bounded by limits.buffered_bytes).",
+	}, func() float64 { return float64(bytes()) }))
 }
 
 // Registry returns the registry the metrics are on.

@@ -477,6 +477,10 @@ func (s *session) pump(u *policy.Upstream, rd *sse.Reader, first []byte, ended b
 				}
 				return
 			}
+			if s.drained() {
+				s.drainCut(a, conv, write)
+				return
+			}
 			if contextDone(s.req.Context()) {
 				s.clientGoneAfterCommit(a)
 				return

@@ -14,7 +14,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httputil"
 	"slices"
@@ -93,8 +92,16 @@ type Runner struct {
 	// OnRecord, when set, is called with every finished record (metrics,
 	// the `detour run` summary, tests). It must not keep the record.
 	OnRecord func(*Record)
+	// Drain, when set, ends every request still running when it is done:
+	// a committed stream gets an in-stream error event in the app's shape,
+	// a request not yet answered a 503; both are logged with outcome
+	// drained. detour serve ends it when its drain timeout runs out.
+	Drain context.Context
 
 	cacheState
+	// budget counts the request body bytes held by requests in flight
+	// (limits.buffered_bytes).
+	budget bodyBudget
 }
 
 func (r *Runner) now() time.Time {
@@ -135,6 +142,15 @@ func (r *Runner) Serve(w http.ResponseWriter, req *http.Request, t Target) {
 		Cache:  CacheOff,
 	}
 	w.Header().Set(HeaderRequestID, rec.ID)
+	if r.Drain != nil {
+		// A request still running when the drain ends is cut with a cause
+		// of its own, so that it is told from an app that went away.
+		ctx, cancel := context.WithCancelCause(req.Context())
+		stop := context.AfterFunc(r.Drain, func() { cancel(errDrained) })
+		defer cancel(nil)
+		defer stop()
+		req = req.WithContext(ctx)
+	}
 	defer func() {
 		rec.Total = time.Since(rec.Start)
 		slices.SortStableFunc(rec.Attempts, func(a, b AttemptRecord) int { return cmp.Compare(a.seq, b.seq) })
@@ -186,6 +202,11 @@ func (r *Runner) passthrough(w http.ResponseWriter, req *http.Request, t Target,
 		Transport:     r.Passthrough,
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, req *http.Request, err error) {
+			if errors.Is(context.Cause(req.Context()), errDrained) {
+				rec.Error = "drained: still waiting for " + host + " when the drain timeout ran out"
+				http.Error(w, drainedMessage, http.StatusServiceUnavailable)
+				return
+			}
 			if req.Context().Err() != nil {
 				rec.Status = 499
 				rec.Error = "client went away"
@@ -239,7 +260,11 @@ type session struct {
 	req   *http.Request
 	app   rewrite.Shape
 
-	body     []byte
+	body []byte
+	// reserved is what this request holds of the process's body budget;
+	// bodyRead is set once the whole body was read (kept or thrown away).
+	reserved int64
+	bodyRead bool
 	model    string
 	stream   bool
 	deadline time.Time
@@ -291,18 +316,12 @@ type failure struct {
 }
 
 func (s *session) run() {
-	body, err := readBody(s.req.Body, s.maxBody())
-	if err != nil {
-		if errors.Is(err, errTooLarge) {
-			s.writeAppError(http.StatusRequestEntityTooLarge, policy.ClassInvalidRequest,
-				fmt.Sprintf("detour: request body exceeds %d bytes", s.maxBody()), 0)
-			s.rec.Error = "request body too large"
-			return
-		}
-		s.clientGone("reading the request body: " + err.Error())
+	// The buffered body is held for replay until the request is over, a
+	// stream's last event included.
+	defer func() { s.r.budget.release(s.reserved, s.pol.Bounds.BufferedBytes) }()
+	if !s.readRequestBody() {
 		return
 	}
-	s.body = body
 	if !s.parseRequest() {
 		return
 	}
@@ -546,22 +565,6 @@ func copyResponseHeaders(dst, src http.Header) {
 	// The transport asked for and decoded gzip itself; what the app gets is
 	// identity-encoded.
 	dst.Del("Content-Encoding")
-}
-
-var errTooLarge = errors.New("body too large")
-
-func readBody(b io.ReadCloser, limit int64) ([]byte, error) {
-	if b == nil || b == http.NoBody {
-		return nil, nil
-	}
-	data, err := io.ReadAll(io.LimitReader(b, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > limit {
-		return nil, errTooLarge
-	}
-	return data, nil
 }
 
 func truncate(s string, n int) string {

@@ -21,6 +21,7 @@ const (
 	OutcomeExhausted  = "exhausted"   // failed; it was the last upstream
 	OutcomeRetry      = "retry"       // failed; the same upstream was tried again
 	OutcomeHedgeLost  = "hedge_lost"  // a hedged upstream answered first; this one was cancelled
+	OutcomeDrained    = "drained"     // still running when detour's drain timeout ran out; the app got an error in its shape
 )
 
 // AttemptRecord is one upstream's part in a request.
@@ -61,7 +62,7 @@ func (a *AttemptRecord) healthResult() health.Result {
 	switch a.Outcome {
 	case OutcomeOK:
 		return health.Success
-	case OutcomeClientGone, OutcomeSkipped, OutcomeHedgeLost:
+	case OutcomeClientGone, OutcomeSkipped, OutcomeHedgeLost, OutcomeDrained:
 		return health.Neutral
 	}
 	switch policy.Class(a.Class) {
@@ -78,6 +79,7 @@ const (
 	RequestStopped     = "stopped"     // an upstream's stop-class error reached the app
 	RequestClientGone  = "client_gone" // the app went away before its answer
 	RequestPassthrough = "passthrough" // no route took it; forwarded untouched
+	RequestDrained     = "drained"     // ended by detour's drain timeout (the app got an error in its shape)
 )
 
 // Outcome is the request's outcome for metrics: one of the Request*
@@ -88,7 +90,13 @@ func (r *Record) Outcome() string {
 		return RequestClientGone
 	case r.AnsweredBy == "passthrough":
 		return RequestPassthrough
-	case r.AnsweredBy != "":
+	}
+	for _, a := range r.Attempts {
+		if a.Outcome == OutcomeDrained {
+			return RequestDrained
+		}
+	}
+	if r.AnsweredBy != "" {
 		return RequestAnswered
 	}
 	for _, a := range r.Attempts {

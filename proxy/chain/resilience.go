@@ -103,9 +103,10 @@ func (s *session) claim(ln *lane) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.winner == nil {
-		if contextDone(s.req.Context()) {
+		if contextDone(s.req.Context()) && !s.drained() {
 			// Nobody is left to answer: the lanes record the app going
-			// away instead.
+			// away instead. (At the drain the app is still there, and is
+			// answered.)
 			return false
 		}
 		s.winner = ln
@@ -172,6 +173,11 @@ func (s *session) interrupted(ln *lane, finish func(outcome, class, reason strin
 		finish(OutcomeHedgeLost, "", "another upstream answered first", status)
 		return stepDone, true
 	}
+	if s.drained() {
+		finish(OutcomeDrained, "", "the drain timeout ran out "+where, status)
+		s.drainedBeforeAnswer(ln)
+		return stepDone, true
+	}
 	if contextDone(s.req.Context()) {
 		finish(OutcomeClientGone, "", "client went away "+where, status)
 		s.clientGone(where)
@@ -216,7 +222,7 @@ func breakerResult(a AttemptRecord, recorded bool) health.BreakerResult {
 	switch a.Outcome {
 	case OutcomeOK:
 		return health.BreakerSuccess
-	case OutcomeClientGone, OutcomeSkipped, OutcomeHedgeLost:
+	case OutcomeClientGone, OutcomeSkipped, OutcomeHedgeLost, OutcomeDrained:
 		return health.BreakerNeutral
 	}
 	switch policy.Class(a.Class) {
@@ -374,6 +380,11 @@ func (s *session) runUpstream(u *policy.Upstream, model string, last bool, ln *l
 		}
 		pending = st.fail
 		if err := s.r.sleep(ln.ctx, st.wait); err != nil {
+			if s.drained() && !s.lost(ln) {
+				s.addFailure(pending)
+				s.drainedBeforeAnswer(ln)
+				return kindDone
+			}
 			if contextDone(s.req.Context()) && !s.lost(ln) {
 				s.clientGone("while waiting to retry " + u.Name)
 			}

@@ -1,0 +1,310 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// A request with both Content-Length and Transfer-Encoding can be read two
+// ways, which is how requests are smuggled past a proxy in front of detour
+// (RFC 9112 §6.1, §11.2). net/http reads it as chunked, keeps the
+// connection open, and deletes both headers before a handler sees the
+// request, so detour cannot tell such a request from a plain chunked one
+// afterwards. framingConn watches the raw bytes of each connection instead,
+// following the same framing net/http does, and refuseAmbiguousFraming
+// answers such a request 400 and closes the connection.
+
+// Bounds of what framingScanner holds, as net/http's own: a header block of
+// http.DefaultMaxHeaderBytes (plus the slack net/http allows), and a chunk
+// size line of 4 KiB. Beyond them net/http refuses the request and closes
+// the connection, and the scanner stops.
+const (
+	maxScannedHeaderBytes = http.DefaultMaxHeaderBytes + 4096
+	maxChunkLine          = 4096
+	// maxPendingVerdicts bounds the verdicts of requests read but not yet
+	// served (pipelining).
+	maxPendingVerdicts = 64
+)
+
+type framingKey struct{}
+
+// framingConn is a connection whose requests' framing is watched.
+type framingConn struct {
+	net.Conn
+	mu sync.Mutex
+	sc framingScanner
+	// handshakeFailed, when set, logs a failed TLS handshake: wrapping
+	// a *tls.Conn hides it from net/http, which would otherwise do (and
+	// log) the handshake itself.
+	handshakeFailed func(error)
+	handshook       bool
+}
+
+func newFramingConn(c net.Conn) *framingConn {
+	return &framingConn{Conn: c, sc: framingScanner{state: stRequestLine}}
+}
+
+func (c *framingConn) Read(p []byte) (int, error) {
+	if !c.handshook {
+		c.handshook = true
+		if tc, ok := c.Conn.(*tls.Conn); ok {
+			if err := tc.Handshake(); err != nil {
+				if c.handshakeFailed != nil {
+					c.handshakeFailed(err)
+				}
+				return 0, err
+			}
+		}
+	}
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.mu.Lock()
+		c.sc.scan(p[:n])
+		c.mu.Unlock()
+	}
+	return n, err
+}
+
+// nextAmbiguous takes the verdict on the next request whose headers were
+// read: whether it had both Content-Length and Transfer-Encoding.
+func (c *framingConn) nextAmbiguous() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.sc.verdicts) == 0 {
+		return false
+	}
+	v := c.sc.verdicts[0]
+	c.sc.verdicts = c.sc.verdicts[1:]
+	return v
+}
+
+// framingListener wraps every accepted connection in a framingConn.
+type framingListener struct{ net.Listener }
+
+func (l framingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return newFramingConn(c), nil
+}
+
+// withFraming is an http.Server ConnContext: it lets handlers find the
+// framingConn of their request.
+func withFraming(ctx context.Context, c net.Conn) context.Context {
+	if fc, ok := c.(*framingConn); ok {
+		return context.WithValue(ctx, framingKey{}, fc)
+	}
+	return ctx
+}
+
+// refuseAmbiguousFraming answers 400, and closes the connection, for a
+// request that had both Content-Length and Transfer-Encoding. Every request
+// of a watched connection must pass here, in order: each takes its verdict.
+func refuseAmbiguousFraming(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if fc, ok := r.Context().Value(framingKey{}).(*framingConn); ok && fc.nextAmbiguous() {
+			w.Header().Set("Connection", "close")
+			http.Error(w, "detour: the request has both Content-Length and Transfer-Encoding, which proxies may read differently (RFC 9112 §6.1); send only one of them", http.StatusBadRequest)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// Scanner states.
+const (
+	stRequestLine = iota // the first line of a request
+	stHeader             // header lines, up to the blank line
+	stBody               // remaining bytes of a Content-Length body
+	stChunkSize          // a chunk's size line
+	stChunkData          // remaining bytes of a chunk
+	stChunkEnd           // the CRLF after a chunk's data
+	stTrailer            // trailer lines after the last chunk
+	stOff                // not HTTP any more (CONNECT, upgrade) or not followable
+)
+
+// framingScanner follows the requests on a byte stream as net/http frames
+// them — header block, then a Content-Length body or a chunked one — and
+// records a verdict per request. It never holds more than one line.
+type framingScanner struct {
+	state     int
+	line      []byte
+	headerLen int
+	remaining int64
+
+	// The request being read.
+	method, target, proto string
+	contentLength         []string
+	transferEncoding      []string
+	upgrade               bool
+
+	verdicts []bool
+}
+
+func (f *framingScanner) scan(p []byte) {
+	for len(p) > 0 {
+		switch f.state {
+		case stOff:
+			return
+		case stBody, stChunkData:
+			k := min(int64(len(p)), f.remaining)
+			f.remaining -= k
+			p = p[k:]
+			if f.remaining == 0 {
+				if f.state == stBody {
+					f.nextRequest()
+				} else {
+					f.state = stChunkEnd
+				}
+			}
+			continue
+		}
+		i := bytes.IndexByte(p, '\n')
+		part := p
+		if i >= 0 {
+			part = p[:i]
+		}
+		limit := maxChunkLine
+		if f.state == stRequestLine || f.state == stHeader || f.state == stTrailer {
+			limit = maxScannedHeaderBytes - f.headerLen
+		}
+		if len(f.line)+len(part) > limit {
+			f.state = stOff
+			return
+		}
+		f.line = append(f.line, part...)
+		if i < 0 {
+			return
+		}
+		p = p[i+1:]
+		if f.state == stRequestLine || f.state == stHeader {
+			f.headerLen += len(f.line) + 1
+		}
+		line := string(bytes.TrimSuffix(f.line, []byte("\r")))
+		f.line = f.line[:0]
+		f.onLine(line)
+	}
+}
+
+func (f *framingScanner) onLine(line string) {
+	switch f.state {
+	case stRequestLine:
+		method, rest, ok1 := strings.Cut(line, " ")
+		target, proto, ok2 := strings.Cut(rest, " ")
+		if !ok1 || !ok2 {
+			// net/http refuses it and closes the connection.
+			f.state = stOff
+			return
+		}
+		f.method, f.target, f.proto = method, target, proto
+		f.state = stHeader
+	case stHeader:
+		if line == "" {
+			f.endHeaders()
+			return
+		}
+		name, value, ok := strings.Cut(line, ":")
+		if !ok {
+			f.state = stOff
+			return
+		}
+		value = strings.TrimSpace(value)
+		switch {
+		case strings.EqualFold(name, "Content-Length"):
+			f.contentLength = append(f.contentLength, value)
+		case strings.EqualFold(name, "Transfer-Encoding"):
+			f.transferEncoding = append(f.transferEncoding, value)
+		case strings.EqualFold(name, "Upgrade"):
+			f.upgrade = true
+		}
+	case stChunkSize:
+		size, _, _ := strings.Cut(line, ";")
+		n, err := strconv.ParseUint(strings.TrimSpace(size), 16, 63)
+		if err != nil {
+			f.state = stOff
+			return
+		}
+		if n == 0 {
+			f.state = stTrailer
+			return
+		}
+		f.remaining, f.state = int64(n), stChunkData
+	case stChunkEnd:
+		if line != "" {
+			f.state = stOff
+			return
+		}
+		f.state = stChunkSize
+	case stTrailer:
+		if line == "" {
+			f.nextRequest()
+		}
+	}
+}
+
+// endHeaders records the verdict on the request whose header block just
+// ended and moves on to its body.
+func (f *framingScanner) endHeaders() {
+	// net/http answers OPTIONS * itself, without detour's handler: it
+	// takes no verdict.
+	if f.method != "OPTIONS" || f.target != "*" {
+		if len(f.verdicts) == maxPendingVerdicts {
+			f.state = stOff
+			return
+		}
+		// Transfer-Encoding counts from HTTP/1.1 on; net/http ignores it
+		// in HTTP/1.0 and frames by Content-Length alone.
+		http11 := f.proto != "HTTP/1.0"
+		ambiguous := http11 && len(f.transferEncoding) > 0 && len(f.contentLength) > 0
+		f.verdicts = append(f.verdicts, ambiguous)
+		if ambiguous {
+			// Refused, and the connection closed.
+			f.state = stOff
+			return
+		}
+	}
+	switch {
+	case f.method == http.MethodConnect || f.upgrade:
+		// What follows is a tunnel, not requests.
+		f.state = stOff
+	case f.proto != "HTTP/1.0" && len(f.transferEncoding) > 0:
+		if len(f.transferEncoding) != 1 || !strings.EqualFold(f.transferEncoding[0], "chunked") {
+			// net/http refuses any other transfer coding.
+			f.state = stOff
+			return
+		}
+		f.state = stChunkSize
+	case len(f.contentLength) > 0:
+		n, err := strconv.ParseUint(f.contentLength[0], 10, 63)
+		for _, v := range f.contentLength[1:] {
+			if v != f.contentLength[0] {
+				err = strconv.ErrSyntax
+			}
+		}
+		if err != nil {
+			f.state = stOff
+			return
+		}
+		if n == 0 {
+			f.nextRequest()
+			return
+		}
+		f.remaining, f.state = int64(n), stBody
+	default:
+		f.nextRequest()
+	}
+}
+
+func (f *framingScanner) nextRequest() {
+	f.state = stRequestLine
+	f.headerLen = 0
+	f.method, f.target, f.proto = "", "", ""
+	f.contentLength, f.transferEncoding, f.upgrade = nil, nil, false
+}
