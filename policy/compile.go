@@ -1215,26 +1215,25 @@ func validHeaderName(h string) bool {
 // Model names contain "/" and ":" (e.g. "qwen2.5:7b", "org/model"), which
 // path.Match would treat specially.
 func globMatch(pattern, s string) bool {
-	for {
-		star := strings.IndexByte(pattern, '*')
-		if star < 0 {
-			return pattern == s
-		}
-		if !strings.HasPrefix(s, pattern[:star]) {
-			return false
-		}
-		s = s[star:]
-		pattern = pattern[star+1:]
-		if pattern == "" {
-			return true
-		}
-		for i := 0; i <= len(s); i++ {
-			if globMatch(pattern, s[i:]) {
-				return true
-			}
-		}
+	star := strings.IndexByte(pattern, '*')
+	if star < 0 {
+		return pattern == s
+	}
+	if !strings.HasPrefix(s, pattern[:star]) {
 		return false
 	}
+	s, pattern = s[star:], pattern[star+1:]
+	if pattern == "" {
+		return true
+	}
+	// The star takes any run of s; the rest of the pattern must match what
+	// follows it.
+	for i := 0; i <= len(s); i++ {
+		if globMatch(pattern, s[i:]) {
+			return true
+		}
+	}
+	return false
 }
 
 // CAPaths returns the CA files a policy names (resolved like Compile does),

@@ -23,7 +23,7 @@ func anthropicClient(url string) anthropic.Client {
 
 func anthropicParams() anthropic.MessageNewParams {
 	return anthropic.MessageNewParams{
-		Model:     anthropic.ModelClaudeSonnet4_5,
+		Model:     "claude-sonnet-4-5", // the fake accepts any model name
 		MaxTokens: 64,
 		Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Say hi"))},
 	}

@@ -220,7 +220,7 @@ func TestStreamStallUntilClientGoesAway(t *testing.T) {
 			if strings.Count(buf.String(), "event: content_block_delta") == 2 && bytes.HasSuffix(buf.Bytes(), []byte("\n\n")) {
 				got <- bytes.Clone(buf.Bytes())
 				// Wait for more; there should be none before cancel.
-				n, err = resp.Body.Read(b)
+				n, _ = resp.Body.Read(b)
 				got <- b[:n]
 				return
 			}
