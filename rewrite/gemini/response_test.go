@@ -92,7 +92,7 @@ func TestDecodeResponseIDsWithoutResponseID(t *testing.T) {
 	}
 	a := `{"candidates":[{"content":{"parts":[{"functionCall":{"name":"f","args":{"x":1}}}]}}]}`
 	b := `{"candidates":[{"content":{"parts":[{"functionCall":{"name":"f","args":{"x":2}}}]}}]}`
-	if id(a) != id(a) {
+	if first, again := id(a), id(a); first != again {
 		t.Error("same response, different ids")
 	}
 	if id(a) == id(b) {
