@@ -1,10 +1,11 @@
 // Package jsonscan is detour's one JSON scanner: it validates JSON, walks
 // the members of an object or the elements of an array as byte ranges of
 // the input, decodes the few strings and integers a caller picks out, and
-// writes JSON strings. It builds no value and allocates nothing but the
-// strings it returns, which is why it exists: encoding/json costs
-// microseconds and a dozen allocations per stream event, and a thousand
-// per 10 KB request body, where detour needs two fields.
+// writes JSON strings. It builds no value and, on valid input, allocates
+// nothing but the strings it returns, which is why it exists:
+// encoding/json costs microseconds and a dozen allocations per stream
+// event, and a thousand per 10 KB request body, where detour needs two
+// fields.
 //
 // Everything that reads JSON on detour's hot paths goes through it: the
 // same-shape fast path (rewrite.PeekRequest, rewrite.SetModel), stream
