@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/detour-proxy/detour/rewrite/internal/jsonscan"
 )
 
 func TestPeekRequest(t *testing.T) {
@@ -65,7 +67,7 @@ func TestPeekRequestErrors(t *testing.T) {
 		{`{"model":{"id":"x"}}`, 9, `"model" is not a string`},
 		{`{"stream":"true"}`, 10, `"stream" is not a boolean`},
 		{`{"stream":1}`, 10, `"stream" is not a boolean`},
-		{`{"a":` + strings.Repeat("[", maxJSONDepth) + strings.Repeat("]", maxJSONDepth) + `}`, 5 + maxJSONDepth - 1, "nested too deeply"},
+		{`{"a":` + strings.Repeat("[", jsonscan.MaxDepth) + strings.Repeat("]", jsonscan.MaxDepth) + `}`, 5 + jsonscan.MaxDepth - 1, "nested too deeply"},
 	}
 	for _, tt := range cases {
 		_, err := PeekRequest([]byte(tt.body))

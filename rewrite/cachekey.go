@@ -9,9 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"unicode"
-	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/detour-proxy/detour/rewrite/internal/jsonscan"
 )
 
 // cacheKeyVersion starts every key's hashed input, so that a change to the
@@ -45,9 +45,10 @@ const cacheKeyVersion = "detour-cachekey-1"
 // false when it is absent, null, not a number or out of float64's range.
 // A body that is not one JSON object is an error (*BodyError).
 //
-// The canonical form is written by a single-pass scanner rather than
-// through map[string]any, because the cache sees every request: a 10 KB
-// body costs a few allocations instead of a thousand.
+// The canonical form is written in a single pass over the body, with
+// jsonscan's validating primitives, rather than through map[string]any,
+// because the cache sees every request: a 10 KB body costs a few
+// allocations instead of a thousand.
 // FuzzCacheKeyMatchesEncodingJSON holds the scanner to encoding/json byte
 // for byte.
 func CacheKey(shape Shape, path string, body []byte) (key [32]byte, temperature float64, hasTemperature bool, err error) {
@@ -121,7 +122,7 @@ func (c *canonicalizer) release() {
 
 // canonicalize writes the canonical form of body, a JSON object, to c.out.
 func (c *canonicalizer) canonicalize(body []byte) error {
-	i := skipJSONSpace(body, 0)
+	i := jsonscan.SkipSpace(body, 0)
 	if i >= len(body) {
 		return &BodyError{i, "empty body, want a JSON object"}
 	}
@@ -130,9 +131,9 @@ func (c *canonicalizer) canonicalize(body []byte) error {
 	}
 	end, serr := c.object(body, i, 0)
 	if serr != nil {
-		return serr.bodyError()
+		return bodyError(serr)
 	}
-	if j := skipJSONSpace(body, end); j < len(body) {
+	if j := jsonscan.SkipSpace(body, end); j < len(body) {
 		return &BodyError{j, "data after the JSON object"}
 	}
 	return nil
@@ -140,9 +141,9 @@ func (c *canonicalizer) canonicalize(body []byte) error {
 
 // value writes the value at b[i] (no leading space) and returns the index
 // past it. depth counts the containers around it.
-func (c *canonicalizer) value(b []byte, i, depth int) (int, *jsonSyntax) {
+func (c *canonicalizer) value(b []byte, i, depth int) (int, *jsonscan.SyntaxError) {
 	if i >= len(b) {
-		return i, unexpected(b, i)
+		return i, jsonscan.Unexpected(b, i)
 	}
 	switch ch := b[i]; {
 	case ch == '{':
@@ -150,14 +151,14 @@ func (c *canonicalizer) value(b []byte, i, depth int) (int, *jsonSyntax) {
 	case ch == '[':
 		return c.array(b, i, depth)
 	case ch == '"':
-		end, esc, err := skipJSONString(b, i)
+		end, esc, err := jsonscan.SkipString(b, i)
 		if err != nil {
 			return end, err
 		}
 		c.out = c.appendString(c.out, b[i+1:end-1], esc)
 		return end, nil
 	case ch == '-' || ch >= '0' && ch <= '9':
-		end, err := skipJSONNumber(b, i)
+		end, err := jsonscan.SkipNumber(b, i)
 		if err != nil {
 			return end, err
 		}
@@ -170,42 +171,42 @@ func (c *canonicalizer) value(b []byte, i, depth int) (int, *jsonSyntax) {
 	case ch == 'n':
 		return c.literal(b, i, "null")
 	}
-	return i, unexpected(b, i)
+	return i, jsonscan.Unexpected(b, i)
 }
 
-func (c *canonicalizer) literal(b []byte, i int, lit string) (int, *jsonSyntax) {
-	end, err := skipJSONLiteral(b, i, lit)
+func (c *canonicalizer) literal(b []byte, i int, lit string) (int, *jsonscan.SyntaxError) {
+	end, err := jsonscan.SkipLiteral(b, i, lit)
 	if err == nil {
 		c.out = append(c.out, lit...)
 	}
 	return end, err
 }
 
-func (c *canonicalizer) array(b []byte, i, depth int) (int, *jsonSyntax) {
-	if depth >= maxJSONDepth {
-		return i, &jsonSyntax{i, "JSON nested too deeply"}
+func (c *canonicalizer) array(b []byte, i, depth int) (int, *jsonscan.SyntaxError) {
+	if err := jsonscan.DepthError(i, depth); err != nil {
+		return i, err
 	}
 	c.out = append(c.out, '[')
-	i = skipJSONSpace(b, i+1)
+	i = jsonscan.SkipSpace(b, i+1)
 	if i < len(b) && b[i] == ']' {
 		c.out = append(c.out, ']')
 		return i + 1, nil
 	}
 	for {
-		var err *jsonSyntax
+		var err *jsonscan.SyntaxError
 		if i, err = c.value(b, i, depth+1); err != nil {
 			return i, err
 		}
-		i = skipJSONSpace(b, i)
+		i = jsonscan.SkipSpace(b, i)
 		switch {
 		case i < len(b) && b[i] == ',':
 			c.out = append(c.out, ',')
-			i = skipJSONSpace(b, i+1)
+			i = jsonscan.SkipSpace(b, i+1)
 		case i < len(b) && b[i] == ']':
 			c.out = append(c.out, ']')
 			return i + 1, nil
 		default:
-			return i, unexpected(b, i)
+			return i, jsonscan.Unexpected(b, i)
 		}
 	}
 }
@@ -213,24 +214,24 @@ func (c *canonicalizer) array(b []byte, i, depth int) (int, *jsonSyntax) {
 // object writes the object at b[i] with its members in key order. The
 // members are written as they come, then reordered in place when they were
 // not in order already (apps send "model" before "messages").
-func (c *canonicalizer) object(b []byte, i, depth int) (int, *jsonSyntax) {
-	if depth >= maxJSONDepth {
-		return i, &jsonSyntax{i, "JSON nested too deeply"}
+func (c *canonicalizer) object(b []byte, i, depth int) (int, *jsonscan.SyntaxError) {
+	if err := jsonscan.DepthError(i, depth); err != nil {
+		return i, err
 	}
 	top := depth == 0
 	base, keysBase := len(c.mems), len(c.keys)
 	c.out = append(c.out, '{')
 	region := len(c.out)
-	i = skipJSONSpace(b, i+1)
+	i = jsonscan.SkipSpace(b, i+1)
 	if i < len(b) && b[i] == '}' {
 		c.out = append(c.out, '}')
 		return i + 1, nil
 	}
 	for {
 		if i >= len(b) || b[i] != '"' {
-			return i, unexpected(b, i)
+			return i, jsonscan.Unexpected(b, i)
 		}
-		kend, esc, err := skipJSONString(b, i)
+		kend, esc, err := jsonscan.SkipString(b, i)
 		if err != nil {
 			return kend, err
 		}
@@ -242,16 +243,16 @@ func (c *canonicalizer) object(b []byte, i, depth int) (int, *jsonSyntax) {
 		m := canonMember{start: len(c.out), ks: i + 1, ke: kend - 1}
 		if esc || !utf8.Valid(inner) {
 			m.inKeys, m.ks = true, len(c.keys)
-			c.keys = appendUnquoted(c.keys, inner)
+			c.keys = jsonscan.AppendUnquoted(c.keys, inner)
 			m.ke = len(c.keys)
 		}
 		c.out = c.appendString(c.out, inner, esc)
-		i = skipJSONSpace(b, kend)
+		i = jsonscan.SkipSpace(b, kend)
 		if i >= len(b) || b[i] != ':' {
-			return i, unexpected(b, i)
+			return i, jsonscan.Unexpected(b, i)
 		}
 		c.out = append(c.out, ':')
-		i = skipJSONSpace(b, i+1)
+		i = jsonscan.SkipSpace(b, i+1)
 		vstart := i
 		if i, err = c.value(b, i, depth+1); err != nil {
 			return i, err
@@ -262,16 +263,16 @@ func (c *canonicalizer) object(b []byte, i, depth int) (int, *jsonSyntax) {
 		} else {
 			c.mems = append(c.mems, m)
 		}
-		i = skipJSONSpace(b, i)
+		i = jsonscan.SkipSpace(b, i)
 		if i < len(b) && b[i] == ',' {
-			i = skipJSONSpace(b, i+1)
+			i = jsonscan.SkipSpace(b, i+1)
 			continue
 		}
 		if i < len(b) && b[i] == '}' {
 			i++
 			break
 		}
-		return i, unexpected(b, i)
+		return i, jsonscan.Unexpected(b, i)
 	}
 	c.order(b, base, region)
 	c.out = append(c.out, '}')
@@ -340,14 +341,15 @@ func (c *canonicalizer) appendString(dst, inner []byte, esc bool) []byte {
 		dst = append(dst, inner...)
 		return append(dst, '"')
 	}
-	c.str = appendUnquoted(c.str[:0], inner)
-	return appendCanonicalString(dst, c.str)
+	c.str = jsonscan.AppendUnquoted(c.str[:0], inner)
+	return jsonscan.AppendString(dst, c.str)
 }
 
 // verbatimString reports whether a string without escapes is already in
 // canonical form: valid UTF-8 without U+2028 and U+2029, which
-// encoding/json escapes. (Quotes, backslashes and control characters
-// cannot appear unescaped in valid JSON.)
+// encoding/json escapes, and so jsonscan.AppendString would. (Quotes,
+// backslashes and control characters cannot appear unescaped in valid
+// JSON.)
 func verbatimString(inner []byte) bool {
 	for i, ch := range inner {
 		if ch >= utf8.RuneSelf {
@@ -363,120 +365,6 @@ var (
 	paraSep = []byte("\u2029")
 )
 
-// appendUnquoted appends the string the valid JSON string body s stands
-// for, exactly as encoding/json decodes it: invalid UTF-8 and unpaired
-// surrogates become U+FFFD.
-func appendUnquoted(dst, s []byte) []byte {
-	for r := 0; r < len(s); {
-		ch := s[r]
-		switch {
-		case ch == '\\':
-			switch e := s[r+1]; e {
-			case 'b':
-				dst = append(dst, '\b')
-			case 'f':
-				dst = append(dst, '\f')
-			case 'n':
-				dst = append(dst, '\n')
-			case 'r':
-				dst = append(dst, '\r')
-			case 't':
-				dst = append(dst, '\t')
-			case 'u':
-				rr := hex4(s[r+2:])
-				r += 6
-				if utf16.IsSurrogate(rr) {
-					if r+6 <= len(s) && s[r] == '\\' && s[r+1] == 'u' {
-						if dec := utf16.DecodeRune(rr, hex4(s[r+2:])); dec != unicode.ReplacementChar {
-							r += 6
-							dst = utf8.AppendRune(dst, dec)
-							continue
-						}
-					}
-					rr = unicode.ReplacementChar
-				}
-				dst = utf8.AppendRune(dst, rr)
-				continue
-			default: // '"', '\\', '/'
-				dst = append(dst, e)
-			}
-			r += 2
-		case ch < utf8.RuneSelf:
-			dst = append(dst, ch)
-			r++
-		default:
-			rr, size := utf8.DecodeRune(s[r:])
-			dst = utf8.AppendRune(dst, rr)
-			r += size
-		}
-	}
-	return dst
-}
-
-// hex4 reads the four hex digits at the start of s (validated).
-func hex4(s []byte) rune {
-	var r rune
-	for _, ch := range s[:4] {
-		switch {
-		case ch >= '0' && ch <= '9':
-			ch -= '0'
-		case ch >= 'a' && ch <= 'f':
-			ch -= 'a' - 10
-		default:
-			ch -= 'A' - 10
-		}
-		r = r<<4 | rune(ch)
-	}
-	return r
-}
-
-// appendCanonicalString appends s (valid UTF-8) quoted as json.Encoder
-// does with SetEscapeHTML(false): \" \\ \b \f \n \r \t, \u00XX for other
-// control characters, \u2028 and \u2029; everything else as it is.
-func appendCanonicalString(dst, s []byte) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		ch := s[i]
-		if ch < utf8.RuneSelf {
-			if ch >= 0x20 && ch != '"' && ch != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch ch {
-			case '"', '\\':
-				dst = append(dst, '\\', ch)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hex[ch>>4], hex[ch&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRune(s[i:])
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xf])
-			start = i + size
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
-
 // temperature reads the sampling temperature from the top-level values
 // noted while canonicalizing.
 func (c *canonicalizer) temperature(shape Shape) (float64, bool) {
@@ -487,14 +375,10 @@ func (c *canonicalizer) temperature(shape Shape) (float64, bool) {
 			cfg = c.genConfigSnake
 		}
 		v = nil
-		if it, ok := iterJSON(cfg); ok && it.obj {
-			for {
-				m, ok := it.next()
-				if !ok {
-					break
-				}
-				if m.keyIs("temperature") {
-					v = m.value()
+		if it, ok := jsonscan.Scan(cfg); ok && it.IsObject() {
+			for m, ok := it.Next(); ok; m, ok = it.Next() {
+				if m.KeyIs("temperature") {
+					v = m.Value()
 				}
 			}
 		}

@@ -3,6 +3,7 @@ package rewrite
 import (
 	"bytes"
 
+	"github.com/detour-proxy/detour/rewrite/internal/jsonscan"
 	"github.com/detour-proxy/detour/rewrite/sse"
 )
 
@@ -55,7 +56,7 @@ func (k EventKind) String() string {
 //
 // Only the few events before the commit point need inspecting, and even
 // those are not decoded: the event name or a byte comparison decides where it
-// can, and otherwise a scan over the JSON (jsonIter) looks at the handful of
+// can, and otherwise a scan over the JSON (jsonscan.Scan) looks at the handful of
 // fields that matter and allocates nothing.
 func InspectEvent(shape Shape, ev sse.Event) EventKind {
 	if ev.Comment {
@@ -94,8 +95,8 @@ func inspectOpenAI(data []byte) EventKind {
 	if bytes.Equal(data, openAIDoneMarker) {
 		return EventDone
 	}
-	it, ok := iterJSON(data)
-	if !ok || !it.obj {
+	it, ok := jsonscan.Scan(data)
+	if !ok || !it.IsObject() {
 		return EventContent
 	}
 	// isChunk: the event has the form of a chat.completion.chunk. Only such
@@ -103,25 +104,25 @@ func inspectOpenAI(data []byte) EventKind {
 	// from a misconfigured upstream) would otherwise be held to the end.
 	var isChunk, content bool
 	for {
-		m, ok := it.next()
+		m, ok := it.Next()
 		if !ok {
 			break
 		}
 		switch {
-		case m.keyIs("error"):
+		case m.KeyIs("error"):
 			// Wins over anything else in the chunk: OpenRouter sends
 			// "error" with a choice whose finish_reason is "error".
-			if !isEmptyJSONValue(m.value()) {
+			if !isEmptyJSONValue(m.Value()) {
 				return EventError
 			}
-		case m.keyIs("usage"):
-			content = content || !isEmptyJSONValue(m.value())
-		case m.keyIs("choices"):
-			isChunk = m.value()[0] == '['
-			content = content || openAIChoicesHaveContent(m.value())
+		case m.KeyIs("usage"):
+			content = content || !isEmptyJSONValue(m.Value())
+		case m.KeyIs("choices"):
+			isChunk = m.Value()[0] == '['
+			content = content || openAIChoicesHaveContent(m.Value())
 		}
 	}
-	if content || !isChunk || !it.validJSON() {
+	if content || !isChunk || it.End() != nil {
 		return EventContent
 	}
 	return EventMeta
@@ -130,28 +131,28 @@ func inspectOpenAI(data []byte) EventKind {
 // openAIChoicesHaveContent reports whether any choice of a chunk has a
 // finish_reason or a delta field that carries content.
 func openAIChoicesHaveContent(choices []byte) bool {
-	it, ok := iterJSON(choices)
+	it, ok := jsonscan.Scan(choices)
 	if !ok {
 		return false
 	}
 	for {
-		choice, ok := it.next()
+		choice, ok := it.Next()
 		if !ok {
 			return false
 		}
-		fields, ok := iterJSON(choice.value())
+		fields, ok := jsonscan.Scan(choice.Value())
 		if !ok {
 			continue
 		}
 		for {
-			f, ok := fields.next()
+			f, ok := fields.Next()
 			if !ok {
 				break
 			}
-			if f.keyIs("finish_reason") && !isEmptyJSONValue(f.value()) {
+			if f.KeyIs("finish_reason") && !isEmptyJSONValue(f.Value()) {
 				return true
 			}
-			if f.keyIs("delta") && openAIDeltaHasContent(f.value()) {
+			if f.KeyIs("delta") && openAIDeltaHasContent(f.Value()) {
 				return true
 			}
 		}
@@ -159,23 +160,23 @@ func openAIChoicesHaveContent(choices []byte) bool {
 }
 
 func openAIDeltaHasContent(delta []byte) bool {
-	it, ok := iterJSON(delta)
+	it, ok := jsonscan.Scan(delta)
 	if !ok {
 		return false
 	}
 	for {
-		f, ok := it.next()
+		f, ok := it.Next()
 		if !ok {
 			return false
 		}
-		if isEmptyJSONValue(f.value()) {
+		if isEmptyJSONValue(f.Value()) {
 			continue
 		}
-		if f.keyIs("content") || f.keyIs("refusal") || f.keyIs("tool_calls") ||
-			f.keyIs("reasoning_content") || // DeepSeek, vLLM
-			f.keyIs("reasoning") || // OpenRouter, newer vLLM
-			f.keyIs("function_call") || // the legacy functions API
-			f.keyIs("audio") {
+		if f.KeyIs("content") || f.KeyIs("refusal") || f.KeyIs("tool_calls") ||
+			f.KeyIs("reasoning_content") || // DeepSeek, vLLM
+			f.KeyIs("reasoning") || // OpenRouter, newer vLLM
+			f.KeyIs("function_call") || // the legacy functions API
+			f.KeyIs("audio") {
 			return true
 		}
 	}
@@ -221,8 +222,8 @@ func inspectAnthropic(name string, data []byte) EventKind {
 		}
 		return EventContent // an event we cannot read (see InspectEvent)
 	}
-	it, ok := iterJSON(data)
-	if !ok || !it.obj {
+	it, ok := jsonscan.Scan(data)
+	if !ok || !it.IsObject() {
 		return EventContent
 	}
 	var (
@@ -230,27 +231,27 @@ func inspectAnthropic(name string, data []byte) EventKind {
 		typeKind                                  = EventContent
 	)
 	for {
-		m, ok := it.next()
+		m, ok := it.Next()
 		if !ok {
 			break
 		}
 		switch {
-		case m.keyIs("type"):
-			switch v := m.value(); {
+		case m.KeyIs("type"):
+			switch v := m.Value(); {
 			case v[0] != '"':
 			case bytes.IndexByte(v, '\\') < 0:
 				k, found := anthropicEventKinds[string(v[1:len(v)-1])]
 				typeKind, typeBlock, typeKnown = k.kind, k.block, found
 			default:
-				typeKind, typeBlock, typeKnown = anthropicEventKind(jsonStringValue(v))
+				typeKind, typeBlock, typeKnown = anthropicEventKind(jsonscan.String(v))
 			}
-		case m.keyIs("error"):
-			hasError = !isEmptyJSONValue(m.value())
-		case m.keyIs("content_block"):
-			emptyText = anthropicBlockIsEmptyText(m.value())
+		case m.KeyIs("error"):
+			hasError = !isEmptyJSONValue(m.Value())
+		case m.KeyIs("content_block"):
+			emptyText = anthropicBlockIsEmptyText(m.Value())
 		}
 	}
-	if !it.validJSON() {
+	if it.End() != nil {
 		return EventContent
 	}
 	if !known {
@@ -277,21 +278,21 @@ func inspectAnthropic(name string, data []byte) EventKind {
 // anthropicBlockIsEmptyText reports whether a content_block is a text block
 // whose text is empty.
 func anthropicBlockIsEmptyText(block []byte) bool {
-	it, ok := iterJSON(block)
-	if !ok || !it.obj {
+	it, ok := jsonscan.Scan(block)
+	if !ok || !it.IsObject() {
 		return false
 	}
 	isText, hasText := false, false
 	for {
-		f, ok := it.next()
+		f, ok := it.Next()
 		if !ok {
 			break
 		}
 		switch {
-		case f.keyIs("type"):
-			isText = string(f.value()) == `"text"`
-		case f.keyIs("text"):
-			hasText = !isEmptyJSONValue(f.value())
+		case f.KeyIs("type"):
+			isText = string(f.Value()) == `"text"`
+		case f.KeyIs("text"):
+			hasText = !isEmptyJSONValue(f.Value())
 		}
 	}
 	return isText && !hasText
@@ -301,25 +302,25 @@ func inspectGemini(data []byte) EventKind {
 	if len(data) == 0 {
 		return EventMeta
 	}
-	it, ok := iterJSON(data)
+	it, ok := jsonscan.Scan(data)
 	if !ok {
 		return EventContent
 	}
-	if !it.obj {
+	if !it.IsObject() {
 		// Google wraps errors in an array ([{"error":…}]) in some places;
 		// go-genai and the Python SDK unwrap it, so detour does too.
 		for {
-			el, ok := it.next()
+			el, ok := it.Next()
 			if !ok {
 				return EventContent
 			}
-			if e, ok := iterJSON(el.value()); ok && e.obj && geminiChunkKind(&e) == EventError {
+			if e, ok := jsonscan.Scan(el.Value()); ok && e.IsObject() && geminiChunkKind(&e) == EventError {
 				return EventError
 			}
 		}
 	}
 	kind := geminiChunkKind(&it)
-	if kind != EventError && !it.validJSON() {
+	if kind != EventError && it.End() != nil {
 		return EventContent
 	}
 	return kind
@@ -327,30 +328,30 @@ func inspectGemini(data []byte) EventKind {
 
 // geminiChunkKind classifies a GenerateContentResponse (or a Gemini error
 // envelope) by walking its members with it.
-func geminiChunkKind(it *jsonIter) EventKind {
+func geminiChunkKind(it *jsonscan.Iter) EventKind {
 	// Only JSON with a field of a GenerateContentResponse can be meta; JSON
 	// of another form would otherwise be held to the end of the stream.
 	var isResponse, content bool
 	for {
-		m, ok := it.next()
+		m, ok := it.Next()
 		if !ok {
 			if content || !isResponse {
 				return EventContent
 			}
 			return EventMeta
 		}
-		isResponse = isResponse || geminiResponseFields[string(m.b[m.keyStart:m.keyEnd])]
+		isResponse = isResponse || geminiResponseFields[string(m.Key())]
 		switch {
-		case m.keyIs("error"):
-			if !isEmptyJSONValue(m.value()) {
+		case m.KeyIs("error"):
+			if !isEmptyJSONValue(m.Value()) {
 				return EventError
 			}
-		case m.keyIs("candidates"):
-			content = content || geminiCandidatesHaveContent(m.value())
-		case m.keyIs("promptFeedback"):
+		case m.KeyIs("candidates"):
+			content = content || geminiCandidatesHaveContent(m.Value())
+		case m.KeyIs("promptFeedback"):
 			// A blocked prompt has no candidates, only a blockReason: the
 			// app's answer, not a failure.
-			content = content || memberNotEmpty(m.value(), "blockReason")
+			content = content || memberNotEmpty(m.Value(), "blockReason")
 		}
 	}
 }
@@ -364,28 +365,28 @@ var geminiResponseFields = map[string]bool{
 // geminiCandidatesHaveContent reports whether any candidate has parts or a
 // finishReason.
 func geminiCandidatesHaveContent(candidates []byte) bool {
-	it, ok := iterJSON(candidates)
+	it, ok := jsonscan.Scan(candidates)
 	if !ok {
 		return false
 	}
 	for {
-		c, ok := it.next()
+		c, ok := it.Next()
 		if !ok {
 			return false
 		}
-		if memberNotEmpty(c.value(), "finishReason") {
+		if memberNotEmpty(c.Value(), "finishReason") {
 			return true
 		}
-		fields, ok := iterJSON(c.value())
-		if !ok || !fields.obj {
+		fields, ok := jsonscan.Scan(c.Value())
+		if !ok || !fields.IsObject() {
 			continue
 		}
 		for {
-			f, ok := fields.next()
+			f, ok := fields.Next()
 			if !ok {
 				break
 			}
-			if f.keyIs("content") && memberNotEmpty(f.value(), "parts") {
+			if f.KeyIs("content") && memberNotEmpty(f.Value(), "parts") {
 				return true
 			}
 		}
@@ -395,16 +396,16 @@ func geminiCandidatesHaveContent(candidates []byte) bool {
 // memberNotEmpty reports whether the object obj has a member key whose
 // value is not empty (see isEmptyJSONValue).
 func memberNotEmpty(obj []byte, key string) bool {
-	it, ok := iterJSON(obj)
-	if !ok || !it.obj {
+	it, ok := jsonscan.Scan(obj)
+	if !ok || !it.IsObject() {
 		return false
 	}
 	for {
-		m, ok := it.next()
+		m, ok := it.Next()
 		if !ok {
 			return false
 		}
-		if m.keyIs(key) && !isEmptyJSONValue(m.value()) {
+		if m.KeyIs(key) && !isEmptyJSONValue(m.Value()) {
 			return true
 		}
 	}
@@ -456,26 +457,26 @@ func ExtractUsage(shape Shape, data []byte) (u Usage, ok bool) {
 
 // extractUsage is ExtractUsage without the byte pre-check.
 func extractUsage(shape Shape, data []byte) (u Usage, ok bool) {
-	it, isContainer := iterJSON(data)
-	if !isContainer || !it.obj {
+	it, isContainer := jsonscan.Scan(data)
+	if !isContainer || !it.IsObject() {
 		return Usage{}, false
 	}
 	// The last of duplicate keys wins, as with encoding/json.
 	var usage, message []byte
 	for {
-		m, more := it.next()
+		m, more := it.Next()
 		if !more {
 			break
 		}
 		switch {
-		case shape == Gemini && m.keyIs("usageMetadata"),
-			shape != Gemini && m.keyIs("usage"):
-			usage = m.value()
-		case shape == Anthropic && m.keyIs("message"):
-			message = m.value()
+		case shape == Gemini && m.KeyIs("usageMetadata"),
+			shape != Gemini && m.KeyIs("usage"):
+			usage = m.Value()
+		case shape == Anthropic && m.KeyIs("message"):
+			message = m.Value()
 		}
 	}
-	if !it.validJSON() {
+	if it.End() != nil {
 		return Usage{}, false
 	}
 	switch shape {
@@ -523,24 +524,24 @@ var (
 // the last of duplicate members. ok is false when obj is not an object
 // (absent, or null).
 func usageCounts(obj []byte, f *usageFields) (u Usage, ok bool) {
-	it, ok := iterJSON(obj)
-	if !ok || !it.obj {
+	it, ok := jsonscan.Scan(obj)
+	if !ok || !it.IsObject() {
 		return Usage{}, false
 	}
 	var in, out [maxUsageFields]int64
 	for {
-		m, more := it.next()
+		m, more := it.Next()
 		if !more {
 			break
 		}
 		for i, k := range f.input {
-			if m.keyIs(k) {
-				in[i] = jsonInt(m.value())
+			if m.KeyIs(k) {
+				in[i], _ = jsonscan.Int(m.Value())
 			}
 		}
 		for i, k := range f.output {
-			if m.keyIs(k) {
-				out[i] = jsonInt(m.value())
+			if m.KeyIs(k) {
+				out[i], _ = jsonscan.Int(m.Value())
 			}
 		}
 	}
@@ -553,17 +554,17 @@ func usageCounts(obj []byte, f *usageFields) (u Usage, ok bool) {
 
 // memberValue returns the value of the last member key of the object obj.
 func memberValue(obj []byte, key string) (v []byte, ok bool) {
-	it, isObj := iterJSON(obj)
-	if !isObj || !it.obj {
+	it, isObj := jsonscan.Scan(obj)
+	if !isObj || !it.IsObject() {
 		return nil, false
 	}
 	for {
-		m, more := it.next()
+		m, more := it.Next()
 		if !more {
 			return v, ok
 		}
-		if m.keyIs(key) {
-			v, ok = m.value(), true
+		if m.KeyIs(key) {
+			v, ok = m.Value(), true
 		}
 	}
 }

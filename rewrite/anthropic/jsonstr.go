@@ -6,8 +6,6 @@ import (
 	"github.com/detour-proxy/detour/rewrite"
 )
 
-const hexDigits = "0123456789abcdef"
-
 // appendString appends s to dst as a JSON string (rewrite.AppendJSONString).
 func appendString(dst []byte, s string) []byte { return rewrite.AppendJSONString(dst, s) }
 

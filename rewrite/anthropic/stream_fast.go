@@ -2,8 +2,8 @@ package anthropic
 
 import (
 	"bytes"
-	"encoding/json"
-	"unicode/utf8"
+
+	"github.com/detour-proxy/detour/rewrite/internal/jsonscan"
 )
 
 // The deltas make up nearly every event of a stream, and the API writes
@@ -56,41 +56,9 @@ func fastDelta(data []byte) (index int, typ, text string, ok bool) {
 			if !found {
 				return 0, "", "", false
 			}
-			text, ok = unquote(v)
+			text, ok = jsonscan.Unquote(v)
 			return index, k.typ, text, ok
 		}
 	}
 	return 0, "", "", false
-}
-
-// unquote decodes q, which must be exactly one JSON string. Strings without
-// escapes (most tokens) are converted directly; the rest go through
-// encoding/json, which also validates them.
-func unquote(q []byte) (string, bool) {
-	if len(q) < 2 || q[0] != '"' {
-		return "", false
-	}
-	escaped := false
-	i := 1
-	for ; i < len(q)-1; i++ {
-		switch c := q[i]; {
-		case c == '\\':
-			escaped = true
-			i++ // the escaped byte, which may be a quote
-		case c == '"' || c < 0x20:
-			return "", false // the string ends early, or is invalid
-		}
-	}
-	if i != len(q)-1 || q[i] != '"' {
-		return "", false // the last quote is escaped, or missing
-	}
-	inner := q[1 : len(q)-1]
-	if !escaped && utf8.Valid(inner) {
-		return string(inner), true
-	}
-	var s string
-	if json.Unmarshal(q, &s) != nil {
-		return "", false
-	}
-	return s, true
 }

@@ -44,17 +44,6 @@ func (o *object) set(key string, v any) {
 	o.vals = append(o.vals, v)
 }
 
-// del removes key.
-func (o *object) del(key string) {
-	for i, k := range o.keys {
-		if k == key {
-			o.keys = append(o.keys[:i], o.keys[i+1:]...)
-			o.vals = append(o.vals[:i], o.vals[i+1:]...)
-			return
-		}
-	}
-}
-
 // errTrailing is returned by parseOrdered for data after the value.
 var errTrailing = errors.New("invalid JSON: data after the top-level value")
 

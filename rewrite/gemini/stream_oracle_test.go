@@ -7,11 +7,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/detour-proxy/detour/rewrite/internal/jsonscan"
 	"github.com/detour-proxy/detour/rewrite/ir"
 )
 
-// chunkOracle is chunk written with encoding/json, as it was before the
-// scanner of scan.go: the reference FuzzStreamChunkOracle holds chunk to.
+// chunkOracle is chunk written with encoding/json, as it was before chunk
+// walked the JSON with jsonscan: the reference FuzzStreamChunkOracle holds
+// chunk to.
 func (d *StreamDecoder) chunkOracle(data []byte) error {
 	data = bytes.TrimSpace(data)
 	var w respBody
@@ -140,9 +142,9 @@ func ambiguousKeys(v []byte) bool {
 	switch v[0] {
 	case '{':
 		seen := map[string]bool{}
-		it := iterObject(v)
-		for k, val, ok := it.next(); ok; k, val, ok = it.next() {
-			key := string(k)
+		it, _ := jsonscan.Object(v)
+		for m, ok := it.Next(); ok; m, ok = it.Next() {
+			key, val := string(m.Key()), m.Value()
 			if seen[key] || strings.ContainsAny(key, "\\") || !isASCII(key) {
 				return true
 			}
@@ -157,9 +159,9 @@ func ambiguousKeys(v []byte) bool {
 			}
 		}
 	case '[':
-		it := iterArray(v)
-		for el, ok := it.next(); ok; el, ok = it.next() {
-			if ambiguousKeys(el) {
+		it, _ := jsonscan.Array(v)
+		for el, ok := it.Next(); ok; el, ok = it.Next() {
+			if ambiguousKeys(el.Value()) {
 				return true
 			}
 		}

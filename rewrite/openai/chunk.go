@@ -1,10 +1,23 @@
 package openai
 
 import (
+	"errors"
 	"strings"
 
+	"github.com/detour-proxy/detour/rewrite/internal/jsonscan"
 	"github.com/detour-proxy/detour/rewrite/ir"
 )
+
+// The stream decoder reads chunks with jsonscan rather than encoding/json:
+// a stream sends a chunk per token, and encoding/json's reflection costs
+// several microseconds and a dozen allocations per chunk. A chunk is
+// validated once (jsonscan.Valid), then the objects the decoder cares
+// about are walked over the already valid bytes (jsonscan.Object, Array).
+// The decoder follows encoding/json's rules wherever it relies on them:
+// the last of duplicate keys wins, null is "not set", integers must be
+// integer literals that fit, strings decode as encoding/json decodes them.
+// Keys match exactly; encoding/json would also accept keys that differ in
+// case, which no server sends.
 
 // parsedChunk is what the stream decoder reads from one
 // chat.completion.chunk. Its slices are reused from chunk to chunk.
@@ -52,26 +65,26 @@ type parsedToolDelta struct {
 // decoder needs them from the first chunk only); otherwise they are only
 // type-checked, which spares two allocations per chunk.
 func parseChunk(data []byte, c *parsedChunk, meta bool) error {
-	if err := validJSON(data); err != nil {
+	if err := jsonscan.Valid(data); err != nil {
 		return err
 	}
 	var id, model, choices, usage, failure []byte
-	m, ok := objectMembers(data)
+	it, ok := jsonscan.Object(data)
 	if !ok {
 		return errJSONType
 	}
-	for key, val, more := m.next(); more; key, val, more = m.next() {
+	for m, more := it.Next(); more; m, more = it.Next() {
 		switch {
-		case keyIs(key, "id"):
-			id = val
-		case keyIs(key, "model"):
-			model = val
-		case keyIs(key, "choices"):
-			choices = val
-		case keyIs(key, "usage"):
-			usage = val
-		case keyIs(key, "error"):
-			failure = val
+		case m.KeyIs("id"):
+			id = m.Value()
+		case m.KeyIs("model"):
+			model = m.Value()
+		case m.KeyIs("choices"):
+			choices = m.Value()
+		case m.KeyIs("usage"):
+			usage = m.Value()
+		case m.KeyIs("error"):
+			failure = m.Value()
 		}
 	}
 	var err error
@@ -85,22 +98,23 @@ func parseChunk(data []byte, c *parsedChunk, meta bool) error {
 		if c.model, err = jsonStringOrNull(model); err != nil {
 			return err
 		}
-	case !isNull(id) && id[0] != '"', !isNull(model) && model[0] != '"':
+	case !jsonscan.IsNull(id) && id[0] != '"', !jsonscan.IsNull(model) && model[0] != '"':
 		return errJSONType
 	}
-	c.failed = !isNull(failure)
-	if !isNull(choices) {
-		els, ok := arrayElements(choices)
+	c.failed = !jsonscan.IsNull(failure)
+	if !jsonscan.IsNull(choices) {
+		els, ok := jsonscan.Array(choices)
 		if !ok {
 			return errJSONType
 		}
-		for v, more := els.next(); more; v, more = els.next() {
+		for e, more := els.Next(); more; e, more = els.Next() {
+			v := e.Value()
 			if err := parseChoice(v, c.addChoice()); err != nil {
 				return err
 			}
 		}
 	}
-	c.usage, c.hasUsage = ir.TokenUsage{}, !isNull(usage)
+	c.usage, c.hasUsage = ir.TokenUsage{}, !jsonscan.IsNull(usage)
 	if c.hasUsage {
 		return parseUsage(usage, &c.usage)
 	}
@@ -121,22 +135,22 @@ func (c *parsedChunk) addChoice() *parsedChoice {
 }
 
 func parseChoice(v []byte, c *parsedChoice) error {
-	if isNull(v) {
+	if jsonscan.IsNull(v) {
 		return nil
 	}
-	m, ok := objectMembers(v)
+	it, ok := jsonscan.Object(v)
 	if !ok {
 		return errJSONType
 	}
 	var index, delta, finish []byte
-	for key, val, more := m.next(); more; key, val, more = m.next() {
+	for m, more := it.Next(); more; m, more = it.Next() {
 		switch {
-		case keyIs(key, "index"):
-			index = val
-		case keyIs(key, "delta"):
-			delta = val
-		case keyIs(key, "finish_reason"):
-			finish = val
+		case m.KeyIs("index"):
+			index = m.Value()
+		case m.KeyIs("delta"):
+			delta = m.Value()
+		case m.KeyIs("finish_reason"):
+			finish = m.Value()
 		}
 	}
 	n, _, err := jsonInt(index)
@@ -151,28 +165,28 @@ func parseChoice(v []byte, c *parsedChoice) error {
 }
 
 func parseDelta(v []byte, c *parsedChoice) error {
-	if isNull(v) {
+	if jsonscan.IsNull(v) {
 		return nil
 	}
-	m, ok := objectMembers(v)
+	it, ok := jsonscan.Object(v)
 	if !ok {
 		return errJSONType
 	}
 	var content, reasoningContent, reasoning, refusal, tools, function []byte
-	for key, val, more := m.next(); more; key, val, more = m.next() {
+	for m, more := it.Next(); more; m, more = it.Next() {
 		switch {
-		case keyIs(key, "content"):
-			content = val
-		case keyIs(key, "reasoning_content"):
-			reasoningContent = val
-		case keyIs(key, "reasoning"):
-			reasoning = val
-		case keyIs(key, "refusal"):
-			refusal = val
-		case keyIs(key, "tool_calls"):
-			tools = val
-		case keyIs(key, "function_call"):
-			function = val
+		case m.KeyIs("content"):
+			content = m.Value()
+		case m.KeyIs("reasoning_content"):
+			reasoningContent = m.Value()
+		case m.KeyIs("reasoning"):
+			reasoning = m.Value()
+		case m.KeyIs("refusal"):
+			refusal = m.Value()
+		case m.KeyIs("tool_calls"):
+			tools = m.Value()
+		case m.KeyIs("function_call"):
+			function = m.Value()
 		}
 	}
 	var err error
@@ -188,20 +202,21 @@ func parseDelta(v []byte, c *parsedChoice) error {
 	if c.reasoning, err = looseString(reasoning); err != nil {
 		return err
 	}
-	if !isNull(function) {
+	if !jsonscan.IsNull(function) {
 		c.hasFunction = true
 		if err := parseFunction(function, &c.function); err != nil {
 			return err
 		}
 	}
-	if isNull(tools) {
+	if jsonscan.IsNull(tools) {
 		return nil
 	}
-	els, ok := arrayElements(tools)
+	els, ok := jsonscan.Array(tools)
 	if !ok {
 		return errJSONType
 	}
-	for v, more := els.next(); more; v, more = els.next() {
+	for e, more := els.Next(); more; e, more = els.Next() {
+		v := e.Value()
 		c.tools = append(c.tools, parsedToolDelta{})
 		if err := parseToolDelta(v, &c.tools[len(c.tools)-1]); err != nil {
 			return err
@@ -211,22 +226,22 @@ func parseDelta(v []byte, c *parsedChoice) error {
 }
 
 func parseToolDelta(v []byte, t *parsedToolDelta) error {
-	if isNull(v) {
+	if jsonscan.IsNull(v) {
 		return nil
 	}
-	m, ok := objectMembers(v)
+	it, ok := jsonscan.Object(v)
 	if !ok {
 		return errJSONType
 	}
 	var index, id, function []byte
-	for key, val, more := m.next(); more; key, val, more = m.next() {
+	for m, more := it.Next(); more; m, more = it.Next() {
 		switch {
-		case keyIs(key, "index"):
-			index = val
-		case keyIs(key, "id"):
-			id = val
-		case keyIs(key, "function"):
-			function = val
+		case m.KeyIs("index"):
+			index = m.Value()
+		case m.KeyIs("id"):
+			id = m.Value()
+		case m.KeyIs("function"):
+			function = m.Value()
 		}
 	}
 	n, ok, err := jsonInt(index)
@@ -241,20 +256,20 @@ func parseToolDelta(v []byte, t *parsedToolDelta) error {
 }
 
 func parseFunction(v []byte, f *functionIO) error {
-	if isNull(v) {
+	if jsonscan.IsNull(v) {
 		return nil
 	}
-	m, ok := objectMembers(v)
+	it, ok := jsonscan.Object(v)
 	if !ok {
 		return errJSONType
 	}
 	var name, args []byte
-	for key, val, more := m.next(); more; key, val, more = m.next() {
+	for m, more := it.Next(); more; m, more = it.Next() {
 		switch {
-		case keyIs(key, "name"):
-			name = val
-		case keyIs(key, "arguments"):
-			args = val
+		case m.KeyIs("name"):
+			name = m.Value()
+		case m.KeyIs("arguments"):
+			args = m.Value()
 		}
 	}
 	var err error
@@ -268,25 +283,25 @@ func parseFunction(v []byte, f *functionIO) error {
 // parseUsage reads a usage object: prompt_tokens already includes the
 // cached tokens, completion_tokens the reasoning tokens.
 func parseUsage(v []byte, u *ir.TokenUsage) error {
-	m, ok := objectMembers(v)
+	it, ok := jsonscan.Object(v)
 	if !ok {
 		return errJSONType
 	}
 	var prompt, completion, promptDetails, completionDetails []byte
-	for key, val, more := m.next(); more; key, val, more = m.next() {
+	for m, more := it.Next(); more; m, more = it.Next() {
 		switch {
-		case keyIs(key, "prompt_tokens"):
-			prompt = val
-		case keyIs(key, "completion_tokens"):
-			completion = val
-		case keyIs(key, "total_tokens"):
-			if _, _, err := jsonInt(val); err != nil {
+		case m.KeyIs("prompt_tokens"):
+			prompt = m.Value()
+		case m.KeyIs("completion_tokens"):
+			completion = m.Value()
+		case m.KeyIs("total_tokens"):
+			if _, _, err := jsonInt(m.Value()); err != nil {
 				return err
 			}
-		case keyIs(key, "prompt_tokens_details"):
-			promptDetails = val
-		case keyIs(key, "completion_tokens_details"):
-			completionDetails = val
+		case m.KeyIs("prompt_tokens_details"):
+			promptDetails = m.Value()
+		case m.KeyIs("completion_tokens_details"):
+			completionDetails = m.Value()
 		}
 	}
 	var err error
@@ -305,17 +320,17 @@ func parseUsage(v []byte, u *ir.TokenUsage) error {
 
 // detailCount reads one count from a usage details object (or null).
 func detailCount(v []byte, key string) (int64, error) {
-	if isNull(v) {
+	if jsonscan.IsNull(v) {
 		return 0, nil
 	}
-	m, ok := objectMembers(v)
+	it, ok := jsonscan.Object(v)
 	if !ok {
 		return 0, errJSONType
 	}
 	var count []byte
-	for k, val, more := m.next(); more; k, val, more = m.next() {
-		if keyIs(k, key) {
-			count = val
+	for m, more := it.Next(); more; m, more = it.Next() {
+		if m.KeyIs(key) {
+			count = m.Value()
 		}
 	}
 	n, _, err := jsonInt(count)
@@ -326,30 +341,31 @@ func detailCount(v []byte, key string) (int64, error) {
 // parts (objects or null) whose text parts are concatenated.
 func parseFlexText(v []byte) (string, error) {
 	switch {
-	case isNull(v):
+	case jsonscan.IsNull(v):
 		return "", nil
 	case v[0] == '"':
-		return unquote(v)
+		return jsonscan.String(v), nil
 	case v[0] != '[':
 		return "", errJSONType
 	}
-	els, _ := arrayElements(v)
+	els, _ := jsonscan.Array(v)
 	var sb strings.Builder
-	for el, more := els.next(); more; el, more = els.next() {
-		if isNull(el) {
+	for e, more := els.Next(); more; e, more = els.Next() {
+		el := e.Value()
+		if jsonscan.IsNull(el) {
 			continue
 		}
-		m, ok := objectMembers(el)
+		it, ok := jsonscan.Object(el)
 		if !ok {
 			return "", errJSONType
 		}
 		var typ, text []byte
-		for key, val, more := m.next(); more; key, val, more = m.next() {
+		for m, more := it.Next(); more; m, more = it.Next() {
 			switch {
-			case keyIs(key, "type"):
-				typ = val
-			case keyIs(key, "text"):
-				text = val
+			case m.KeyIs("type"):
+				typ = m.Value()
+			case m.KeyIs("text"):
+				text = m.Value()
 			}
 		}
 		t, err := jsonStringOrNull(typ)
@@ -374,5 +390,30 @@ func looseString(v []byte) (string, error) {
 	if len(v) == 0 || v[0] != '"' {
 		return "", nil
 	}
-	return unquote(v)
+	return jsonscan.String(v), nil
+}
+
+var errJSONType = errors.New("JSON value of the wrong type")
+
+// jsonStringOrNull decodes a value that must be a string or null.
+func jsonStringOrNull(v []byte) (string, error) {
+	switch {
+	case jsonscan.IsNull(v):
+		return "", nil
+	case v[0] == '"':
+		return jsonscan.String(v), nil
+	}
+	return "", errJSONType
+}
+
+// jsonInt decodes a value that must be an integer literal that fits in an
+// int64, or null (ok false), as encoding/json decodes into an int.
+func jsonInt(v []byte) (n int64, ok bool, err error) {
+	if jsonscan.IsNull(v) {
+		return 0, false, nil
+	}
+	if n, ok = jsonscan.Int(v); !ok {
+		return 0, false, errJSONType // a string, a fraction, an exponent, true…
+	}
+	return n, true, nil
 }

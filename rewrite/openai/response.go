@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/detour-proxy/detour/rewrite"
+	"github.com/detour-proxy/detour/rewrite/internal/jsonscan"
 	"github.com/detour-proxy/detour/rewrite/ir"
 )
 
@@ -32,7 +33,7 @@ func DecodeResponse(body []byte) (*ir.Response, error) {
 	if err := json.Unmarshal(body, &in); err != nil {
 		return nil, fmt.Errorf("openai: response: %w", err)
 	}
-	if !isNull(in.Error) && len(in.Choices) == 0 {
+	if !jsonscan.IsNull(in.Error) && len(in.Choices) == 0 {
 		msg := rewrite.ParseError(body).Message
 		if msg == "" {
 			msg = "error without a message"
