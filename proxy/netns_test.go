@@ -152,6 +152,10 @@ func vethPair(t *testing.T) (podIP, ns string) {
 			t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	}
+	// A run that was killed leaves its namespace and link behind; a later
+	// process with the same pid would trip over them.
+	_ = exec.Command("ip", "netns", "del", ns).Run()
+	_ = exec.Command("ip", "link", "del", host).Run()
 	sh("netns", "add", ns)
 	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
 	sh("link", "add", host, "type", "veth", "peer", "name", peer)
