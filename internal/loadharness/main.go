@@ -6,11 +6,17 @@
 // on them.
 //
 //	go run ./internal/loadharness streams -n 1000
+//	go run ./internal/loadharness bodies -n 16 -size 30000000 [-retry] [-chunked]
 //
 // streams opens N streaming chat requests through detour (base-URL mode),
 // waits until every one has received its first content event, and reports
 // the child's RSS, goroutines and open file descriptors while they are held,
 // then closes them all and reports the same figures after a settle period.
+//
+// bodies sends N concurrent requests with large bodies through detour to a
+// sink that reads them whole, and reports the answers' statuses and the
+// child's peak RSS: what buffering bodies for replay costs, and whether
+// limits.buffered_bytes holds it.
 //
 // Linux only (it reads /proc). The proxy may be pinned to one core with
 // --cpu (taskset), so that its figures do not depend on the load generator.
@@ -48,13 +54,16 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprintln(stdout, "usage: go run ./internal/loadharness streams [-n N] [--settle 5s] [--cpu 1] [--detour BIN]")
+		fmt.Fprintln(stdout, "       go run ./internal/loadharness bodies [-n N] [-size BYTES] [-chunked] [-retry] [-policy-extra JSON] [--cpu 1] [--detour BIN]")
 		return nil
 	}
 	switch args[0] {
 	case "streams":
 		return streams(args[1:], stdout, stderr)
+	case "bodies":
+		return bodies(args[1:], stdout, stderr)
 	default:
-		return fmt.Errorf("unknown command %q (known: streams)", args[0])
+		return fmt.Errorf("unknown command %q (known: streams, bodies)", args[0])
 	}
 }
 
@@ -74,13 +83,8 @@ func streams(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	if *bin == "" {
-		*bin = filepath.Join(dir, "detour")
-		build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", *bin, ".")
-		build.Stdout, build.Stderr = stderr, stderr
-		if err := build.Run(); err != nil {
-			return fmt.Errorf("go build (run from the module root): %w", err)
-		}
+	if *bin, err = detourBinary(*bin, dir, stderr); err != nil {
+		return err
 	}
 
 	// The vendor stalls every stream after its first content events until
@@ -192,6 +196,21 @@ func streams(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "\nper stream while held: %.1f KiB RSS, %.1f goroutines\n",
 		(held.rssMiB-before.rssMiB)*1024/float64(*n), float64(held.goroutines-before.goroutines)/float64(*n))
 	return nil
+}
+
+// detourBinary returns bin, or builds the module's detour into dir when bin
+// is empty.
+func detourBinary(bin, dir string, stderr io.Writer) (string, error) {
+	if bin != "" {
+		return bin, nil
+	}
+	bin = filepath.Join(dir, "detour")
+	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, ".")
+	build.Stdout, build.Stderr = stderr, stderr
+	if err := build.Run(); err != nil {
+		return "", fmt.Errorf("go build (run from the module root): %w", err)
+	}
+	return bin, nil
 }
 
 // detourChild is a running detour process.
