@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/detour-proxy/detour/proxy/cli"
+	"github.com/detour-proxy/detour/internal/cli"
 )
 
 // helpCases is every command and subcommand with the words its usage must

@@ -14,7 +14,7 @@ import (
 	"slices"
 	"syscall"
 
-	"github.com/detour-proxy/detour/proxy/cli"
+	"github.com/detour-proxy/detour/internal/cli"
 )
 
 // defaultPolicy is the policy used when no --policy is given and there is

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/detour-proxy/detour/proxy/cli"
+	"github.com/detour-proxy/detour/internal/cli"
 )
 
 type syncBuf struct {

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/detour-proxy/detour/proxy/detourtest"
+	"github.com/detour-proxy/detour/internal/detourtest"
 	"github.com/detour-proxy/detour/rewrite"
 )
 

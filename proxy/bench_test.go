@@ -20,7 +20,7 @@ import (
 
 	"github.com/elazarl/goproxy"
 
-	"github.com/detour-proxy/detour/proxy/detourtest"
+	"github.com/detour-proxy/detour/internal/detourtest"
 	"github.com/detour-proxy/detour/rewrite"
 )
 

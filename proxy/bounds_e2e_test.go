@@ -14,11 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/detour-proxy/detour/internal/detourtest"
+	fv "github.com/detour-proxy/detour/internal/fakevendor"
+	"github.com/detour-proxy/detour/internal/mitm"
 	"github.com/detour-proxy/detour/proxy"
-	"github.com/detour-proxy/detour/proxy/detourtest"
-	"github.com/detour-proxy/detour/proxy/mitm"
 	"github.com/detour-proxy/detour/rewrite"
-	fv "github.com/detour-proxy/detour/rewrite/fakevendor"
 )
 
 // wire is an app connection written by hand, for requests no http.Client

@@ -21,10 +21,10 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
-	"github.com/detour-proxy/detour/proxy/chain"
-	"github.com/detour-proxy/detour/proxy/detourtest"
+	"github.com/detour-proxy/detour/internal/chain"
+	"github.com/detour-proxy/detour/internal/detourtest"
+	fv "github.com/detour-proxy/detour/internal/fakevendor"
 	"github.com/detour-proxy/detour/rewrite"
-	fv "github.com/detour-proxy/detour/rewrite/fakevendor"
 )
 
 const (

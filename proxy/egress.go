@@ -18,8 +18,8 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/detour-proxy/detour/internal/chain"
 	"github.com/detour-proxy/detour/policy"
-	"github.com/detour-proxy/detour/proxy/chain"
 )
 
 // This file is detour's egress: what happens to what an app asks the proxy

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/detour-proxy/detour/proxy/detourtest"
+	"github.com/detour-proxy/detour/internal/detourtest"
 	"github.com/detour-proxy/detour/rewrite"
 )
 

@@ -11,9 +11,9 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"google.golang.org/genai"
 
-	"github.com/detour-proxy/detour/proxy/detourtest"
+	"github.com/detour-proxy/detour/internal/detourtest"
+	fv "github.com/detour-proxy/detour/internal/fakevendor"
 	"github.com/detour-proxy/detour/rewrite"
-	fv "github.com/detour-proxy/detour/rewrite/fakevendor"
 )
 
 // appIdentity is what each official SDK sends to name the app's account

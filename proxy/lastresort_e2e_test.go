@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/detour-proxy/detour/proxy/detourtest"
+	"github.com/detour-proxy/detour/internal/detourtest"
+	fv "github.com/detour-proxy/detour/internal/fakevendor"
 	"github.com/detour-proxy/detour/rewrite"
-	fv "github.com/detour-proxy/detour/rewrite/fakevendor"
 )
 
 // lastResortPolicy chains the app's vendor, then (with static) a static

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/detour-proxy/detour/internal/detourtest"
+	"github.com/detour-proxy/detour/internal/mitm"
 	"github.com/detour-proxy/detour/proxy"
-	"github.com/detour-proxy/detour/proxy/detourtest"
-	"github.com/detour-proxy/detour/proxy/mitm"
 	"github.com/detour-proxy/detour/rewrite"
 )
 

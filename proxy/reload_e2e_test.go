@@ -16,10 +16,10 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/detour-proxy/detour/internal/admin"
+	"github.com/detour-proxy/detour/internal/detourtest"
+	"github.com/detour-proxy/detour/internal/mitm"
 	"github.com/detour-proxy/detour/proxy"
-	"github.com/detour-proxy/detour/proxy/admin"
-	"github.com/detour-proxy/detour/proxy/detourtest"
-	"github.com/detour-proxy/detour/proxy/mitm"
 	"github.com/detour-proxy/detour/rewrite"
 )
 

@@ -16,11 +16,11 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/detour-proxy/detour/internal/admin"
+	"github.com/detour-proxy/detour/internal/chain"
+	"github.com/detour-proxy/detour/internal/health"
+	"github.com/detour-proxy/detour/internal/mitm"
 	"github.com/detour-proxy/detour/policy"
-	"github.com/detour-proxy/detour/proxy/admin"
-	"github.com/detour-proxy/detour/proxy/chain"
-	"github.com/detour-proxy/detour/proxy/health"
-	"github.com/detour-proxy/detour/proxy/mitm"
 )
 
 // DrainTimeout is the default of the policy's drain_timeout: how long a

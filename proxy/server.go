@@ -27,9 +27,9 @@ import (
 	"github.com/elazarl/goproxy"
 	"github.com/rs/zerolog"
 
+	"github.com/detour-proxy/detour/internal/chain"
+	"github.com/detour-proxy/detour/internal/mitm"
 	"github.com/detour-proxy/detour/policy"
-	"github.com/detour-proxy/detour/proxy/chain"
-	"github.com/detour-proxy/detour/proxy/mitm"
 	"github.com/detour-proxy/detour/rewrite"
 )
 

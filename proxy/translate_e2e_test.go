@@ -13,9 +13,9 @@ import (
 	"github.com/openai/openai-go/v3"
 	"google.golang.org/genai"
 
-	"github.com/detour-proxy/detour/proxy/detourtest"
+	"github.com/detour-proxy/detour/internal/detourtest"
+	fv "github.com/detour-proxy/detour/internal/fakevendor"
 	"github.com/detour-proxy/detour/rewrite"
-	fv "github.com/detour-proxy/detour/rewrite/fakevendor"
 )
 
 // appResult is what an app's SDK made of an answer.

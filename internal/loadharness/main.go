@@ -40,8 +40,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/detour-proxy/detour/internal/fakevendor"
 	"github.com/detour-proxy/detour/rewrite"
-	"github.com/detour-proxy/detour/rewrite/fakevendor"
 )
 
 func main() {

@@ -157,7 +157,7 @@ finish stop
 // TestStreamDecoderArrayStream: without alt=sse Gemini streams one JSON
 // array (the fake vendor's golden is that stream).
 func TestStreamDecoderArrayStream(t *testing.T) {
-	stream, err := os.ReadFile(filepath.Join("..", "fakevendor", "testdata", "gemini_stream_array.golden"))
+	stream, err := os.ReadFile(filepath.Join("..", "..", "internal", "fakevendor", "testdata", "gemini_stream_array.golden"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +191,7 @@ usage {Input:14 Output:3 CachedInput:0 Reasoning:0}
 // TestStreamDecoderFakeVendorSSE: the fake vendor's SSE stream, whose last
 // chunk repeats the finish reason, finishes once.
 func TestStreamDecoderFakeVendorSSE(t *testing.T) {
-	stream, err := os.ReadFile(filepath.Join("..", "fakevendor", "testdata", "gemini_stream_sse.golden"))
+	stream, err := os.ReadFile(filepath.Join("..", "..", "internal", "fakevendor", "testdata", "gemini_stream_sse.golden"))
 	if err != nil {
 		t.Fatal(err)
 	}

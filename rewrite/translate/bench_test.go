@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/detour-proxy/detour/internal/fakevendor"
 	"github.com/detour-proxy/detour/rewrite"
-	"github.com/detour-proxy/detour/rewrite/fakevendor"
 	"github.com/detour-proxy/detour/rewrite/ir"
 	"github.com/detour-proxy/detour/rewrite/sse"
 )

@@ -17,7 +17,7 @@ func TestStreamInvariantsOnCodecFixtures(t *testing.T) {
 	globs := map[rewrite.Shape][]string{
 		rewrite.OpenAI:    {"../openai/testdata/streams/*.sse", "../sse/testdata/openai_*.sse", "../sse/testdata/openrouter_*.sse"},
 		rewrite.Anthropic: {"../anthropic/testdata/*.sse", "../sse/testdata/anthropic_*.sse"},
-		rewrite.Gemini:    {"../sse/testdata/gemini_*.sse", "../fakevendor/testdata/gemini_*stream*.golden"},
+		rewrite.Gemini:    {"../sse/testdata/gemini_*.sse", "../../internal/fakevendor/testdata/gemini_*stream*.golden"},
 	}
 	for _, p := range pairs {
 		var files []string

@@ -4,12 +4,12 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/detour-proxy/detour/internal/fakevendor"
 	"github.com/detour-proxy/detour/rewrite"
-	"github.com/detour-proxy/detour/rewrite/fakevendor"
 )
 
 // TestUpstreamFixturesAreFakeVendorAnswers says where testdata/upstream
-// comes from: each file is what rewrite/fakevendor, which is kept byte-exact
+// comes from: each file is what internal/fakevendor, which is kept byte-exact
 // with the vendors (its package doc), answers a small request, normally or
 // with a fault. go test -update rewrites them with the golden files, so a
 // change of the fake's wire format reaches the translators' goldens.

@@ -21,7 +21,7 @@ import (
 //     tokens, stop; the streaming variant differs only in what the SDK
 //     changes (see appBody);
 //   - testdata/upstream/<upstream>_*.json|sse: what the upstream answers,
-//     byte for byte as rewrite/fakevendor sends it (text, parallel tool
+//     byte for byte as internal/fakevendor sends it (text, parallel tool
 //     calls, a stream that ends without its closing events, an in-stream
 //     error, a 429);
 //   - testdata/<app>_to_<upstream>/*.golden: what the translator makes of

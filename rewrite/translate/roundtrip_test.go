@@ -7,12 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/detour-proxy/detour/internal/fakevendor"
 	"github.com/detour-proxy/detour/rewrite"
-	"github.com/detour-proxy/detour/rewrite/fakevendor"
 	"github.com/detour-proxy/detour/rewrite/ir"
 )
 
-// These tests put rewrite/fakevendor, which speaks each vendor's exact wire
+// These tests put internal/fakevendor, which speaks each vendor's exact wire
 // format, on the other side of every translator: the encoded request must be
 // one the fake accepts and reads as the app meant it (the tool result it
 // quotes back proves that), and its answer must reach the app as the app's

@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/detour-proxy/detour/internal/fakevendor"
 	"github.com/detour-proxy/detour/rewrite"
-	"github.com/detour-proxy/detour/rewrite/fakevendor"
 	"github.com/detour-proxy/detour/rewrite/ir"
 )
 

@@ -31,7 +31,7 @@ func answerSeeds(f *testing.F) (streams, wholes map[rewrite.Shape][][]byte) {
 		{rewrite.Anthropic, false, "testdata/upstream/anthropic_*.json"},
 		{rewrite.Gemini, true, "testdata/upstream/gemini_stream_*.sse"},
 		{rewrite.Gemini, true, "../sse/testdata/gemini_*.sse"},
-		{rewrite.Gemini, true, "../fakevendor/testdata/gemini_*stream*.golden"},
+		{rewrite.Gemini, true, "../../internal/fakevendor/testdata/gemini_*stream*.golden"},
 		{rewrite.Gemini, false, "testdata/upstream/gemini_*.json"},
 	}
 	for _, g := range globs {

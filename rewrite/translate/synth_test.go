@@ -505,17 +505,17 @@ func TestDecodeAnswerEqualsWholeAnswer(t *testing.T) {
 	}{
 		{rewrite.OpenAI, "testdata/upstream/openai_stream_text.sse", "testdata/upstream/openai_text.json", 35},
 		{rewrite.OpenAI, "testdata/upstream/openai_stream_tool.sse", "testdata/upstream/openai_tool.json", 116},
-		{rewrite.OpenAI, "../fakevendor/testdata/openai_stream_usage.golden", "../fakevendor/testdata/openai_json.golden", 21},
-		{rewrite.OpenAI, "../fakevendor/testdata/openai_tool_stream_usage.golden", "../fakevendor/testdata/openai_tool_json.golden", 114},
+		{rewrite.OpenAI, "../../internal/fakevendor/testdata/openai_stream_usage.golden", "../../internal/fakevendor/testdata/openai_json.golden", 21},
+		{rewrite.OpenAI, "../../internal/fakevendor/testdata/openai_tool_stream_usage.golden", "../../internal/fakevendor/testdata/openai_tool_json.golden", 114},
 		{rewrite.Anthropic, "testdata/upstream/anthropic_stream_text.sse", "testdata/upstream/anthropic_text.json", 31},
 		{rewrite.Anthropic, "testdata/upstream/anthropic_stream_tool.sse", "testdata/upstream/anthropic_tool.json", 98},
-		{rewrite.Anthropic, "../fakevendor/testdata/anthropic_tool_stream.golden", "../fakevendor/testdata/anthropic_tool_json.golden", 96},
+		{rewrite.Anthropic, "../../internal/fakevendor/testdata/anthropic_tool_stream.golden", "../../internal/fakevendor/testdata/anthropic_tool_json.golden", 96},
 		{rewrite.Gemini, "testdata/upstream/gemini_stream_text.sse", "testdata/upstream/gemini_text.json", 19},
 		{rewrite.Gemini, "testdata/upstream/gemini_stream_tool.sse", "testdata/upstream/gemini_tool.json", 91},
-		{rewrite.Gemini, "../fakevendor/testdata/gemini_tool_stream_sse.golden", "../fakevendor/testdata/gemini_tool_json.golden", 92},
-		{rewrite.Gemini, "../fakevendor/testdata/gemini_stream_sse.golden", "../fakevendor/testdata/gemini_json.golden", 14},
+		{rewrite.Gemini, "../../internal/fakevendor/testdata/gemini_tool_stream_sse.golden", "../../internal/fakevendor/testdata/gemini_tool_json.golden", 92},
+		{rewrite.Gemini, "../../internal/fakevendor/testdata/gemini_stream_sse.golden", "../../internal/fakevendor/testdata/gemini_json.golden", 14},
 		// Gemini without alt=sse streams one JSON array.
-		{rewrite.Gemini, "../fakevendor/testdata/gemini_stream_array.golden", "../fakevendor/testdata/gemini_json.golden", 14},
+		{rewrite.Gemini, "../../internal/fakevendor/testdata/gemini_stream_array.golden", "../../internal/fakevendor/testdata/gemini_json.golden", 14},
 	}
 	for _, tt := range tests {
 		t.Run(tt.stream, func(t *testing.T) {

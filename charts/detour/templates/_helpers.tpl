@@ -97,7 +97,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
 {{/*
-detour.injectorConfig: the webhook's config file (proxy/inject.Config). What
+detour.injectorConfig: the webhook's config file (internal/inject.Config). What
 it says must stay what _sidecar.tpl writes: the chart test compares them.
 */}}
 {{- define "detour.injectorConfig" -}}

@@ -1,6 +1,6 @@
 {{/*
 Without the webhook: named templates that add to your own pod template the
-same sidecar the injector adds (proxy/inject/spec.go; the chart test checks
+same sidecar the injector adds (internal/inject/spec.go; the chart test checks
 that they agree). Each renders YAML list items; indent them under the
 matching list:
 

@@ -1,0 +1,233 @@
+package admin
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/detour-proxy/detour/internal/chain"
+	"github.com/detour-proxy/detour/internal/health"
+	"github.com/detour-proxy/detour/policy"
+)
+
+// Namespace prefixes every detour metric.
+const Namespace = "detour"
+
+// Histogram buckets. Upstream latency spans a fast 429 (tens of ms) to a
+// long non-streamed completion (the 120 s default deadline); detour's own
+// overhead should stay in the low milliseconds, and the buckets are there
+// to show when it does not.
+var (
+	latencyBuckets  = []float64{0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120}
+	overheadBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}
+)
+
+// Latency phases of upstream_latency_seconds.
+const (
+	PhaseHeaders = "headers" // request sent → response headers
+	PhaseCommit  = "commit"  // request sent → commit point (whole body, or a stream's first content)
+)
+
+// Metrics are detour's Prometheus metrics (docs/architecture.md#admin-listener-and-metrics), on a registry of
+// their own with the Go and process collectors: nothing registered globally
+// by a library leaks into detour's /metrics.
+//
+// Every label value comes from the policy (route and upstream names, tiers),
+// from the fixed set of failure classes, or from a fixed set of outcomes;
+// never from the model string, the path or the host, so that cardinality
+// stays bounded by the policy.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	requests  *prometheus.CounterVec
+	attempts  *prometheus.CounterVec
+	failovers *prometheus.CounterVec
+	latency   *prometheus.HistogramVec
+	overhead  prometheus.Histogram
+	cache     *prometheus.CounterVec
+	tokens    *prometheus.CounterVec
+}
+
+// NewMetrics returns detour's metrics. breaker_state, cooldown_active and
+// policy_reloads_total are read from store and health when scraped; the rest
+// are fed by Observe.
+func NewMetrics(store *policy.Store, h *health.Registry) *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry()}
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Name: "requests_total",
+		Help: "App requests by route, tier and outcome (answered, failed, stopped, client_gone, passthrough, drained).",
+	}, []string{"route", "tier", "outcome"})
+	m.attempts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Name: "attempts_total",
+		Help: `Upstream attempts by upstream and class: "ok", a failure class, "skipped", or "client_gone".`,
+	}, []string{"upstream", "class"})
+	m.failovers = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Name: "failovers_total",
+		Help: "Fall-overs from one upstream to the next one tried, by route.",
+	}, []string{"route", "from", "to"})
+	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: Namespace, Name: "upstream_latency_seconds",
+		Help:    "Upstream attempt latency from sending the request: to response headers (phase headers), to the commit point of an answer (phase commit).",
+		Buckets: latencyBuckets,
+	}, []string{"upstream", "phase"})
+	m.overhead = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: Namespace, Name: "overhead_seconds",
+		Help:    "Time detour adds to an answered request: time to first byte minus the upstream attempts' own time.",
+		Buckets: overheadBuckets,
+	})
+	m.cache = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Name: "cache_total",
+		Help: "Response cache use per eligible request by result: stored (an upstream answered and the answer was kept), hit (every upstream failed; a stored answer was served), miss (nothing stored or served), bypass (not eligible: temperature).",
+	}, []string{"result"})
+	m.tokens = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Name: "tokens_total",
+		Help: "Tokens reported by the answering upstream, by direction (input, output).",
+	}, []string{"upstream", "direction"})
+	// Present from the start, so that dashboards and alerts find the series
+	// before the cache exists.
+	for _, r := range []string{chain.CacheHit, chain.CacheMiss, chain.CacheStored, chain.CacheBypass} {
+		m.cache.WithLabelValues(r)
+	}
+
+	m.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.requests, m.attempts, m.failovers, m.latency, m.overhead, m.cache, m.tokens,
+		&stateCollector{store: store, health: h, now: time.Now},
+	)
+	return m
+}
+
+// BufferedBytes adds the gauge detour_buffered_bytes, read from bytes when
+// scraped: the request body bytes held by requests in flight, against the
+// policy's limits.buffered_bytes.
+func (m *Metrics) BufferedBytes(bytes func() int64) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: Namespace, Name: "buffered_bytes",
+		Help: "Request body bytes buffered by requests in flight (bounded by limits.buffered_bytes).",
+	}, func() float64 { return float64(bytes()) }))
+}
+
+// Registry returns the registry the metrics are on.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// Observe counts one finished request. It is a chain.Runner OnRecord
+// function and keeps nothing of r.
+func (m *Metrics) Observe(r *chain.Record) {
+	outcome := r.Outcome()
+	m.requests.WithLabelValues(r.Route, r.Tier, outcome).Inc()
+	if outcome == chain.RequestPassthrough {
+		return
+	}
+	var upstreamTime time.Duration
+	from := ""
+	for _, a := range r.Attempts {
+		if a.Outcome == chain.OutcomeSkipped {
+			m.attempts.WithLabelValues(a.Upstream, chain.OutcomeSkipped).Inc()
+			continue
+		}
+		// A fall-over is counted when the next upstream is actually tried:
+		// skipped ones in between are not where the request went.
+		if from != "" {
+			m.failovers.WithLabelValues(r.Route, from, a.Upstream).Inc()
+			from = ""
+		}
+		class := a.Class
+		switch a.Outcome {
+		case chain.OutcomeOK:
+			class = "ok"
+		case chain.OutcomeClientGone:
+			class = chain.OutcomeClientGone
+		case chain.OutcomeFallback:
+			from = a.Upstream
+		}
+		m.attempts.WithLabelValues(a.Upstream, class).Inc()
+		if a.Headers > 0 {
+			m.latency.WithLabelValues(a.Upstream, PhaseHeaders).Observe(a.Headers.Seconds())
+		}
+		if a.Upstream == r.AnsweredBy {
+			// The answering attempt, whatever happened to its stream later.
+			m.latency.WithLabelValues(a.Upstream, PhaseCommit).Observe(a.Duration.Seconds())
+		}
+		upstreamTime += a.Duration
+	}
+	if outcome == chain.RequestAnswered && r.TTFB > 0 {
+		m.overhead.Observe(max(r.TTFB-upstreamTime, 0).Seconds())
+	}
+	if r.AnsweredBy != "" {
+		if r.Usage.Input > 0 {
+			m.tokens.WithLabelValues(r.AnsweredBy, "input").Add(float64(r.Usage.Input))
+		}
+		if r.Usage.Output > 0 {
+			m.tokens.WithLabelValues(r.AnsweredBy, "output").Add(float64(r.Usage.Output))
+		}
+	}
+	switch r.Cache {
+	case chain.CacheHit, chain.CacheMiss, chain.CacheStored, chain.CacheBypass:
+		m.cache.WithLabelValues(r.Cache).Inc()
+	}
+}
+
+// stateCollector reports, at scrape time, what lives in the store and the
+// health registry rather than in counters detour increments: it is always
+// current, and it costs nothing between scrapes.
+type stateCollector struct {
+	store  *policy.Store
+	health *health.Registry
+	now    func() time.Time
+}
+
+var (
+	breakerDesc = prometheus.NewDesc(Namespace+"_breaker_state",
+		"Circuit breaker state per upstream of the policy in effect (0 closed, 1 open, 2 half-open; 0 when breakers are off).",
+		[]string{"upstream"}, nil)
+	cooldownDesc = prometheus.NewDesc(Namespace+"_cooldown_active",
+		"1 while the upstream is cooling down (kept out of chains), else 0.",
+		[]string{"upstream"}, nil)
+	reloadsDesc = prometheus.NewDesc(Namespace+"_policy_reloads_total",
+		"Policy reloads since start (file watcher, SIGHUP and rollback) by result (ok, refused).",
+		[]string{"result"}, nil)
+)
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- breakerDesc
+	ch <- cooldownDesc
+	ch <- reloadsDesc
+}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	ok, refused := c.store.Reloads()
+	ch <- prometheus.MustNewConstMetric(reloadsDesc, prometheus.CounterValue, float64(ok), policy.ResultOK)
+	ch <- prometheus.MustNewConstMetric(reloadsDesc, prometheus.CounterValue, float64(refused), policy.ResultRefused)
+	pol := c.store.Load()
+	if pol == nil {
+		return
+	}
+	now := c.now()
+	cooling := c.health.Cooldowns(now)
+	for name := range pol.Upstreams {
+		b := 0.0
+		if pol.Breaker.Enabled {
+			switch c.health.Breaker(name, now).State {
+			case health.BreakerOpen:
+				b = 1
+			case health.BreakerHalfOpen:
+				b = 2
+			}
+		}
+		ch <- prometheus.MustNewConstMetric(breakerDesc, prometheus.GaugeValue, b, name)
+		v := 0.0
+		if _, ok := cooling[name]; ok {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(cooldownDesc, prometheus.GaugeValue, v, name)
+	}
+}
