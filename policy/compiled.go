@@ -94,12 +94,19 @@ type ModelMap struct {
 	Model   string
 }
 
-// Limits are detour's own limits on one upstream; zero fields are no limit.
+// Limits are detour's own limits on one upstream, as the health registry
+// applies them (health.Registry.Acquire takes this type). 0 (or less) in a
+// field means unlimited.
 type Limits struct {
-	// RPM is a token bucket's refill rate per minute; Burst its size
-	// (always at least 1 when RPM is set).
-	RPM, Burst int
-	// Concurrency is the most requests in flight at once.
+	// RPM is the sustained rate, in requests per minute, of a token bucket
+	// refilled continuously (RPM/60 tokens a second).
+	RPM int
+	// Burst is the bucket's size: how many requests may go at once after a
+	// quiet spell. 0 (or less) with RPM > 0 means max(1, RPM/60), one
+	// second's worth; the compiler fills that in, so a compiled policy's
+	// Burst is at least 1 when RPM is set.
+	Burst int
+	// Concurrency is the most attempts in flight at once.
 	Concurrency int
 }
 
@@ -257,24 +264,42 @@ type RetryPolicy struct {
 }
 
 // BreakerPolicy configures the per-upstream circuit breaker (BreakerFile
-// says which classes count). Every field is filled, even when Enabled is
-// false.
+// says which classes count), and is also what a breaker judges its
+// upstream by (health.Registry.BreakerAllow takes this type). The compiler
+// fills every field, even when Enabled is false; what the zero value of each
+// other field means is what a caller that passes one to the breaker gets.
 type BreakerPolicy struct {
+	// Enabled is the policy's switch: the chain consults no breaker when it
+	// is false. The breaker itself ignores it.
 	Enabled bool
-	// ConsecutiveFailures hard failures in a row, or a hard-failure share of
-	// FailureRate among the last Window counted attempts (judged once the
-	// window holds MinRequests), open the breaker.
+	// ConsecutiveFailures hard failures in a row open the breaker; 0 (or
+	// less) turns this trigger off.
 	ConsecutiveFailures int
-	FailureRate         float64
-	Window              int
-	MinRequests         int
-	// ConsecutiveTimeouts and TimeoutRate are the same for timeouts,
-	// counted apart from hard failures.
+	// FailureRate: hard failures / counted attempts in the window at or
+	// above it open the breaker; 0 (or less) turns this trigger off.
+	FailureRate float64
+	// Window is how many of the last counted (non-neutral) attempts the
+	// rates are computed over; 0 (or less) means 1.
+	Window int
+	// MinRequests is how many counted attempts the window must hold before
+	// the rates are judged, so that one early failure is not a 100% rate.
+	// 0 (or less) means Window (the window must be full); above Window
+	// means Window, since a window never holds more.
+	MinRequests int
+	// ConsecutiveTimeouts soft failures (timeouts) in a row open the
+	// breaker; 0 (or less) turns this trigger off. Timeouts are counted
+	// apart from hard failures.
 	ConsecutiveTimeouts int
-	TimeoutRate         float64
-	// OpenFor is how long an open breaker keeps the upstream out; then
-	// HalfOpenProbes requests are let through to test it.
-	OpenFor        time.Duration
+	// TimeoutRate: soft failures / counted attempts in the window at or
+	// above it open the breaker; 0 (or less) turns this trigger off.
+	TimeoutRate float64
+	// OpenFor is how long an open breaker keeps the upstream out before it
+	// lets probes through; 0 (or less) means health.FallbackOpenFor. A
+	// change applies from the next opening: the end of an open period is
+	// fixed when it opens.
+	OpenFor time.Duration
+	// HalfOpenProbes (K) is how many probes a half-open breaker admits; all
+	// K must succeed to close it. 0 (or less) means 1.
 	HalfOpenProbes int
 }
 

@@ -234,20 +234,6 @@ func breakerResult(a AttemptRecord, recorded bool) health.BreakerResult {
 	return health.BreakerNeutral
 }
 
-// breakerConfig turns the policy's breaker section into health's terms.
-func breakerConfig(b policy.BreakerPolicy) health.BreakerConfig {
-	return health.BreakerConfig{
-		ConsecutiveFailures: b.ConsecutiveFailures,
-		FailureRate:         b.FailureRate,
-		Window:              b.Window,
-		MinRequests:         b.MinRequests,
-		ConsecutiveTimeouts: b.ConsecutiveTimeouts,
-		TimeoutRate:         b.TimeoutRate,
-		OpenFor:             b.OpenFor,
-		HalfOpenProbes:      b.HalfOpenProbes,
-	}
-}
-
 // admit decides whether an attempt may go to u now: its cooldown, its
 // breaker, and detour's own limits for it. A refusal is recorded as a
 // skipped attempt. The last upstream of a chain passes cooldowns and an
@@ -263,7 +249,7 @@ func (s *session) admit(u *policy.Upstream, last bool) (gate, bool) {
 	}
 	var g gate
 	if s.pol.Breaker.Enabled {
-		t, ok, why := s.r.Health.BreakerAllow(u.Name, breakerConfig(s.pol.Breaker), now)
+		t, ok, why := s.r.Health.BreakerAllow(u.Name, s.pol.Breaker, now)
 		switch {
 		case ok:
 			g.ticket = t
@@ -278,7 +264,7 @@ func (s *session) admit(u *policy.Upstream, last bool) (gate, bool) {
 		}
 	}
 	if u.Limits != (policy.Limits{}) {
-		release, ok, why := s.r.Health.Acquire(u.Name, health.Limits{RPM: u.Limits.RPM, Burst: u.Limits.Burst, Concurrency: u.Limits.Concurrency}, now)
+		release, ok, why := s.r.Health.Acquire(u.Name, u.Limits, now)
 		if !ok {
 			g.ticket.Done(health.BreakerNeutral, now)
 			s.skipClass(u.Name, policy.ClassLocalLimit, why)

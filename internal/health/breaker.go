@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/detour-proxy/detour/policy"
 )
 
 // A circuit breaker per upstream name keeps a failing upstream out of chains
@@ -14,45 +16,18 @@ import (
 // Every method takes now and none reads the clock: a simulation drives the
 // breakers with a virtual clock, and tests step time exactly.
 
-// BreakerConfig is how a breaker judges its upstream. The policy compiles it
-// (with its own defaults); what the zero value of each field means here is
-// what a caller that passes one gets.
-type BreakerConfig struct {
-	// ConsecutiveFailures hard failures in a row open the breaker; 0 (or
-	// less) turns this trigger off.
-	ConsecutiveFailures int
-	// FailureRate: hard failures / counted attempts in the window at or
-	// above it open the breaker; 0 (or less) turns this trigger off.
-	FailureRate float64
-	// Window is how many of the last counted (non-neutral) attempts the
-	// rates are computed over; 0 (or less) means 1.
-	Window int
-	// MinRequests is how many counted attempts the window must hold before
-	// the rates are judged, so that one early failure is not a 100% rate.
-	// 0 (or less) means Window (the window must be full); above Window
-	// means Window, since a window never holds more.
-	MinRequests int
-	// ConsecutiveTimeouts soft failures (timeouts) in a row open the
-	// breaker; 0 (or less) turns this trigger off.
-	ConsecutiveTimeouts int
-	// TimeoutRate: soft failures / counted attempts in the window at or
-	// above it open the breaker; 0 (or less) turns this trigger off.
-	TimeoutRate float64
-	// OpenFor is how long the breaker stays open before it lets probes
-	// through; 0 (or less) means FallbackOpenFor. A change applies from the
-	// next opening: the end of an open period is fixed when it opens.
-	OpenFor time.Duration
-	// HalfOpenProbes (K) is how many probes a half-open breaker admits; all
-	// K must succeed to close it. 0 (or less) means 1.
-	HalfOpenProbes int
-}
+// BreakerConfig is how a breaker judges its upstream: the policy's own
+// breaker section, one type for both (policy.BreakerPolicy documents what
+// the zero value of each field means here). Enabled is the chain's switch;
+// a breaker that is asked judges whatever it says.
+type BreakerConfig = policy.BreakerPolicy
 
 // FallbackOpenFor is how long a breaker stays open when its config says 0:
 // short enough to be harmless, long enough not to spin.
 const FallbackOpenFor = time.Second
 
 // normalized applies the zero-value meanings documented on BreakerConfig.
-func (c BreakerConfig) normalized() BreakerConfig {
+func normalized(c BreakerConfig) BreakerConfig {
 	if c.Window <= 0 {
 		c.Window = 1
 	}
@@ -276,7 +251,7 @@ func (b *breaker) configure(cfg BreakerConfig) {
 		return
 	}
 	b.raw = cfg
-	b.cfg = cfg.normalized()
+	b.cfg = normalized(cfg)
 	if len(b.ring) == b.cfg.Window {
 		return
 	}

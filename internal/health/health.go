@@ -6,8 +6,11 @@
 // policy reload (an upstream that ran out of quota stays cooling down when an
 // unrelated route changes).
 //
-// health must not import proxy or chain; it is memory-backed now, with a
-// shared backend (Redis) planned behind the same methods.
+// health imports policy for two configuration types only (BreakerConfig
+// and Limits are policy.BreakerPolicy and policy.Limits: one type each, so a
+// new breaker or limit field cannot be forgotten in a copy), and must not
+// import proxy or chain; it is memory-backed now, with a shared backend
+// (Redis) planned behind the same methods.
 package health
 
 import (

@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/detour-proxy/detour/policy"
 )
 
 // Client-side limits keep detour itself from pushing an upstream over the
@@ -12,22 +14,13 @@ import (
 // to earn a 429. Acquire never blocks and never queues, so a limit costs a
 // request nothing but the fall-over.
 
-// Limits are one upstream's client-side limits. 0 (or less) in a field means
-// unlimited.
-type Limits struct {
-	// RPM is the sustained rate, in requests per minute, of a token bucket
-	// refilled continuously (RPM/60 tokens a second).
-	RPM int
-	// Burst is the bucket's size: how many requests may go at once after a
-	// quiet spell. 0 (or less) with RPM > 0 means max(1, RPM/60), one
-	// second's worth.
-	Burst int
-	// Concurrency is how many attempts may be in flight at once.
-	Concurrency int
-}
+// Limits are one upstream's client-side limits: the policy's own limits
+// section, one type for both (policy.Limits documents each field; 0 or less
+// means unlimited).
+type Limits = policy.Limits
 
 // burst is the bucket size for l, which has RPM > 0.
-func (l Limits) burst() float64 {
+func burst(l Limits) float64 {
 	if l.Burst > 0 {
 		return float64(l.Burst)
 	}
@@ -174,10 +167,10 @@ func (lm *limiter) configure(l Limits, now time.Time) {
 		return
 	}
 	if !lm.bucket {
-		lm.bucket, lm.tokens, lm.last = true, l.burst(), now
+		lm.bucket, lm.tokens, lm.last = true, burst(l), now
 	} else {
 		lm.refill(now) // at the old rate, up to now
-		lm.tokens = min(lm.tokens, l.burst())
+		lm.tokens = min(lm.tokens, burst(l))
 	}
 	lm.lim = l
 }
@@ -203,7 +196,7 @@ func (lm *limiter) tokensAt(now time.Time) float64 {
 	if d := now.Sub(lm.last); d > 0 {
 		t += float64(d) * float64(lm.lim.RPM) / 60e9
 	}
-	return min(t, lm.lim.burst())
+	return min(t, burst(lm.lim))
 }
 
 func (lm *limiter) snapshot(now time.Time) LimitSnapshot {
