@@ -5,9 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
-	"mime"
 	"net"
 	"net/http"
 	"strconv"
@@ -15,9 +13,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/detour-proxy/detour/internal/health"
 	"github.com/detour-proxy/detour/policy"
 	"github.com/detour-proxy/detour/rewrite"
-	"github.com/detour-proxy/detour/rewrite/sse"
 	"github.com/detour-proxy/detour/rewrite/translate"
 )
 
@@ -31,7 +29,10 @@ const (
 
 // attemptTimer cancels an attempt when the phase it is armed for runs out.
 // One timer per attempt, re-armed as the attempt moves from waiting for
-// headers to reading the body, and on every read of the body.
+// headers to reading the body, and on every read of the body. It runs on
+// the runtime's timers, so that under testing/synctest it runs on the
+// bubble's clock; the lengths it is armed with are computed from the
+// Runner's clock (attempt.bounded).
 type attemptTimer struct {
 	mu     sync.Mutex
 	t      *time.Timer
@@ -82,97 +83,193 @@ func (a *attemptTimer) firedPhase() string {
 // timedReader re-arms the attempt's timer on every read, so that the idle
 // timeout measures silence between bytes, not the length of the stream.
 type timedReader struct {
-	r     io.Reader
-	timer *attemptTimer
-	// next computes the timeout and phase for the next read.
-	next func() (time.Duration, string)
+	r io.Reader
+	a *attempt
 }
 
 func (t *timedReader) Read(p []byte) (int, error) {
 	n, err := t.r.Read(p)
 	if n > 0 {
-		d, ph := t.next()
-		t.timer.arm(d, ph)
+		t.a.timer.arm(t.a.readTimeout())
 	}
 	return n, err
 }
 
-// attempt sends the request to one upstream once and handles its answer.
-// It says whether the request is finished (answered, stopped, or the app
+// attempt is one try of one upstream: the request sent once, its answer
+// read and judged, its record and what it holds from the gates. Its
+// methods are the attempt's steps; everything they share about the try
+// lives here rather than in their parameters.
+type attempt struct {
+	s *session
+	u *policy.Upstream
+	// model is the model name this upstream is asked for.
+	model string
+	// last: u is the chain's last upstream (a failure is exhausted, not
+	// fallback).
+	last bool
+	ln   *lane
+	// conv carries the request across shapes; nil on the same-shape path.
+	conv *conversion
+	// gate is what the attempt holds from the health registry.
+	gate gate
+	// timer bounds the attempt's phases; body reads the answer through it.
+	timer attemptTimer
+	body  timedReader
+	// start is when the attempt was sent, on the Runner's clock (phase
+	// bounds); sent is the same on the wall clock (the record's durations).
+	start time.Time
+	sent  time.Time
+	// commitBy is when a stream must have reached its commit point (zero:
+	// not a stream); committed is set at the commit point.
+	commitBy  time.Time
+	committed bool
+	// idx is where the record sits in rec.Attempts once written (-1
+	// before); ar is the record.
+	idx   int
+	ar    AttemptRecord
+	usage usageMerger
+}
+
+// gate is what an attempt holds from the health registry: a breaker
+// ticket and a concurrency slot, both given back when it ends.
+type gate struct {
+	ticket  health.Ticket
+	release func()
+}
+
+// newAttempt prepares try number retry of u on lane ln, holding g.
+func (s *session) newAttempt(t turn, retry int, g gate, conv *conversion) *attempt {
+	a := &attempt{s: s, u: t.u, model: t.model, last: t.last, ln: t.ln, conv: conv, gate: g, idx: -1,
+		ar: AttemptRecord{Upstream: t.u.Name, Model: t.model, Retry: retry, Hedge: t.ln.hedge}}
+	a.body.a = a
+	return a
+}
+
+// turn is one upstream's turn in a request: its first attempt and its
+// retries share it.
+type turn struct {
+	u     *policy.Upstream
+	model string
+	last  bool
+	ln    *lane
+}
+
+// finish fills in the attempt's record as it ends (for the answering
+// attempt: at its commit point) and appends it to the request's.
+func (a *attempt) finish(outcome, class, reason string, status int) {
+	a.ar.Outcome, a.ar.Class, a.ar.Reason, a.ar.Status = outcome, class, reason, status
+	a.ar.Duration = time.Since(a.sent)
+	a.record()
+}
+
+// record appends the attempt's record to the request's.
+func (a *attempt) record() {
+	s := a.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a.idx = len(s.rec.Attempts)
+	s.rec.Attempts = append(s.rec.Attempts, a.ar)
+}
+
+// classify judges an outcome of this attempt by the policy.
+func (a *attempt) classify(o policy.Outcome) policy.Verdict {
+	o.Shape = a.u.Shape
+	return a.s.pol.ClassifyFor(a.u.Name, o, a.s.r.now())
+}
+
+// bounded bounds a phase timeout, before the commit point, by what is left
+// of the request's deadline.
+func (a *attempt) bounded(d time.Duration, phase string) (time.Duration, string) {
+	if left := a.s.r.until(a.s.deadline); left < d {
+		return left, phaseDeadline
+	}
+	return d, phase
+}
+
+// readTimeout is the timeout and phase for the next read of the answer:
+// idle, bounded by the deadline and, for a stream before its commit point,
+// by first_byte counted from the attempt's start; after the commit point
+// idle alone (a long answer is fine as long as bytes keep coming).
+func (a *attempt) readTimeout() (time.Duration, string) {
+	idle := a.u.Timeouts.Idle
+	if a.committed {
+		return idle, phaseIdle
+	}
+	d, ph := a.bounded(idle, phaseIdle)
+	if !a.commitBy.IsZero() {
+		if left := a.s.r.until(a.commitBy); left < d {
+			return left, phaseFirstByte
+		}
+	}
+	return d, ph
+}
+
+// run sends the request to the upstream once and handles its answer. It
+// says whether the request is finished (answered, stopped, or the app
 // went away), should go on to the next upstream, or should try this one
 // again after a wait.
-func (s *session) attempt(u *policy.Upstream, model string, last bool, ln *lane, retry int, g gate, conv *conversion) step {
-	start := time.Now()
-	a := &att{ln: ln, idx: -1, gate: g, ar: AttemptRecord{Upstream: u.Name, Model: model, Retry: retry, Hedge: ln.hedge, seq: s.nextSeq()}}
+func (a *attempt) run() step {
+	s, u, conv := a.s, a.u, a.conv
+	a.ar.seq = s.nextSeq()
+	a.start, a.sent = s.r.now(), time.Now()
 	// In flight for /status until the attempt is over, a stream's last
 	// event included.
 	s.r.Health.Begin(u.Name)
-	defer s.endAttempt(u.Name, a)
-	finish := func(outcome, class, reason string, status int) {
-		a.ar.Outcome, a.ar.Class, a.ar.Reason, a.ar.Status = outcome, class, reason, status
-		a.ar.Duration = time.Since(start)
-		s.record(a)
-	}
+	defer a.end()
 
-	ctx, cancel := context.WithCancel(ln.ctx)
+	ctx, cancel := context.WithCancel(a.ln.ctx)
 	defer cancel()
-	timer := &attemptTimer{cancel: cancel}
-	defer timer.stop()
+	a.timer.cancel = cancel
+	defer a.timer.stop()
 	// Before the commit point an attempt is bounded both by its own phase
 	// timeout and by what is left of the request's deadline.
-	bounded := func(d time.Duration, phase string) (time.Duration, string) {
-		if left := time.Until(s.deadline); left < d {
-			return left, phaseDeadline
-		}
-		return d, phase
-	}
-	timer.arm(bounded(u.Timeouts.FirstByte, phaseFirstByte))
+	a.timer.arm(a.bounded(u.Timeouts.FirstByte, phaseFirstByte))
 
 	if conv != nil {
 		a.ar.Translated = true
 		a.ar.Notes = conv.notes
 	}
 
-	upReq, err := s.buildRequest(ctx, u, model, conv)
+	upReq, err := s.buildRequest(ctx, u, a.model, conv)
 	if err != nil {
 		// Only SetModel can fail here, and the body was already parsed.
-		if !s.claim(ln) {
-			return s.unclaimed(finish, string(policy.ClassInvalidRequest), 0)
+		if !s.claim(a.ln) {
+			return a.unclaimed(string(policy.ClassInvalidRequest), 0)
 		}
-		finish(OutcomeStop, string(policy.ClassInvalidRequest), err.Error(), 0)
+		a.finish(OutcomeStop, string(policy.ClassInvalidRequest), err.Error(), 0)
 		s.writeAppError(http.StatusBadRequest, policy.ClassInvalidRequest, "detour: "+err.Error(), 0)
 		return stepDone
 	}
 	resp, err := s.r.Transports.For(u).RoundTrip(upReq)
 	if err != nil {
-		if st, over := s.interrupted(ln, finish, 0, "while waiting for "+u.Name); over {
+		if st, over := a.interrupted(0, "while waiting for "+u.Name); over {
 			return st
 		}
-		phase := timer.firedPhase()
+		phase := a.timer.firedPhase()
 		if phase == "" && isConnectTimeout(err) {
 			phase = phaseConnect
 		}
-		v := explainTLS(u, err, s.pol.ClassifyFor(u.Name, policy.Outcome{Shape: u.Shape, Err: err, Timeout: phase}, s.r.now()))
-		return s.failed(u, v, &failure{upstream: u.Name, verdict: v}, last, a, finish)
+		v := explainTLS(u, err, a.classify(policy.Outcome{Err: err, Timeout: phase}))
+		return a.fail(v)
 	}
 	defer resp.Body.Close()
-	a.ar.Headers = time.Since(start)
-	ln.gotHeaders()
+	a.ar.Headers = time.Since(a.sent)
+	a.ln.gotHeaders()
 
-	body := &timedReader{r: resp.Body, timer: timer, next: func() (time.Duration, string) { return bounded(u.Timeouts.Idle, phaseIdle) }}
-	timer.arm(bounded(u.Timeouts.Idle, phaseIdle))
+	a.body.r = resp.Body
+	a.timer.arm(a.readTimeout())
 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		errBody, _ := io.ReadAll(io.LimitReader(body, maxErrorBody))
-		if st, over := s.interrupted(ln, finish, resp.StatusCode, "while reading an upstream error"); over {
+		errBody, _ := io.ReadAll(io.LimitReader(&a.body, maxErrorBody))
+		if st, over := a.interrupted(resp.StatusCode, "while reading an upstream error"); over {
 			return st
 		}
-		v := s.pol.ClassifyFor(u.Name, policy.Outcome{Shape: u.Shape, Status: resp.StatusCode, Header: resp.Header, Body: errBody, Timeout: timer.firedPhase()}, s.r.now())
+		v := a.classify(policy.Outcome{Status: resp.StatusCode, Header: resp.Header, Body: errBody, Timeout: a.timer.firedPhase()})
 		if v.Class == policy.ClassNone {
 			// A 1xx/3xx final answer is not something an SDK call expects.
 			v.Class, v.Reason = policy.ClassBadResponse, "unexpected status "+strconv.Itoa(resp.StatusCode)
 		}
-		return s.failed(u, v, &failure{upstream: u.Name, verdict: v, status: resp.StatusCode, header: resp.Header, body: errBody, foreign: conv != nil}, last, a, finish)
+		return a.failed(v, &failure{upstream: u.Name, verdict: v, status: resp.StatusCode, header: resp.Header, body: errBody, foreign: conv != nil})
 	}
 
 	if s.stream && isEventStream(resp.Header) {
@@ -180,28 +277,20 @@ func (s *session) attempt(u *policy.Upstream, model string, last bool, ln *lane,
 		// counted from the attempt's start: keep-alive pings, comments and
 		// empty opening events re-arm the idle timer but must not let a
 		// stuck upstream hold the request until the deadline.
-		commitBy := start.Add(u.Timeouts.FirstByte)
-		body.next = func() (time.Duration, string) {
-			d, ph := bounded(u.Timeouts.Idle, phaseIdle)
-			if left := time.Until(commitBy); left < d {
-				return left, phaseFirstByte
-			}
-			return d, ph
-		}
-		timer.arm(body.next())
+		a.commitBy = a.start.Add(u.Timeouts.FirstByte)
+		a.timer.arm(a.readTimeout())
 		if conv != nil {
 			conv.stream = translate.NewStream(conv.req, s.app, u.Shape)
 		}
-		return s.streamAnswer(u, resp, body, timer, conv, last, a, finish)
+		return a.streamAnswer(resp)
 	}
 
-	full, err := io.ReadAll(io.LimitReader(body, maxResponseBody))
+	full, err := io.ReadAll(io.LimitReader(&a.body, maxResponseBody))
 	if err != nil {
-		if st, over := s.interrupted(ln, finish, resp.StatusCode, "while reading the answer"); over {
+		if st, over := a.interrupted(resp.StatusCode, "while reading the answer"); over {
 			return st
 		}
-		v := s.pol.ClassifyFor(u.Name, policy.Outcome{Shape: u.Shape, Err: err, Timeout: timer.firedPhase()}, s.r.now())
-		return s.failed(u, v, &failure{upstream: u.Name, verdict: v}, last, a, finish)
+		return a.fail(a.classify(policy.Outcome{Err: err, Timeout: a.timer.firedPhase()}))
 	}
 	usageBody := full
 	var v policy.Verdict
@@ -209,31 +298,30 @@ func (s *session) attempt(u *policy.Upstream, model string, last bool, ln *lane,
 		// A Gemini stream asked for without alt=sse: one JSON array of
 		// chunks. It was read whole, so an error chunk anywhere in it can
 		// still fall over.
-		v = s.classifyGeminiArray(u, resp, elems)
+		v = a.classifyGeminiArray(resp, elems)
 		if len(elems) > 0 {
 			usageBody = elems[len(elems)-1]
 		}
 	} else {
-		v = s.pol.ClassifyFor(u.Name, policy.Outcome{Shape: u.Shape, Status: resp.StatusCode, Header: resp.Header, Body: full}, s.r.now())
+		v = a.classify(policy.Outcome{Status: resp.StatusCode, Header: resp.Header, Body: full})
 	}
 	if v.Class != policy.ClassNone {
-		return s.failed(u, v, &failure{upstream: u.Name, verdict: v, status: resp.StatusCode, header: resp.Header, body: full, foreign: conv != nil}, last, a, finish)
+		return a.failed(v, &failure{upstream: u.Name, verdict: v, status: resp.StatusCode, header: resp.Header, body: full, foreign: conv != nil})
 	}
 	answer := full
 	if conv != nil {
 		answer, err = translate.Response(conv.req, s.app, u.Shape, full)
 		if err != nil {
-			v := policy.Verdict{Class: policy.ClassBadResponse, Reason: "cannot translate the answer: " + err.Error()}
-			return s.failed(u, v, &failure{upstream: u.Name, verdict: v}, last, a, finish)
+			return a.fail(policy.Verdict{Class: policy.ClassBadResponse, Reason: "cannot translate the answer: " + err.Error()})
 		}
 	}
 
 	// Commit: the whole answer is here and it is good — unless a hedged
 	// attempt committed first.
-	if !s.claim(ln) {
-		return s.unclaimed(finish, "", resp.StatusCode)
+	if !s.claim(a.ln) {
+		return a.unclaimed("", resp.StatusCode)
 	}
-	finish(OutcomeOK, "", "", resp.StatusCode)
+	a.finish(OutcomeOK, "", "", resp.StatusCode)
 	h := s.w.Header()
 	if conv == nil {
 		copyResponseHeaders(h, resp.Header)
@@ -279,7 +367,7 @@ func geminiArray(u *policy.Upstream, stream bool, conv *conversion, full []byte)
 
 // classifyGeminiArray judges a Gemini array stream: whole JSON, at least
 // one chunk, and no chunk carrying an error.
-func (s *session) classifyGeminiArray(u *policy.Upstream, resp *http.Response, elems []json.RawMessage) policy.Verdict {
+func (a *attempt) classifyGeminiArray(resp *http.Response, elems []json.RawMessage) policy.Verdict {
 	if elems == nil {
 		return policy.Verdict{Class: policy.ClassBadResponse, Reason: "200 stream array is not whole JSON"}
 	}
@@ -294,7 +382,7 @@ func (s *session) classifyGeminiArray(u *policy.Upstream, resp *http.Response, e
 			return policy.Verdict{Class: policy.ClassBadResponse, Reason: "200 stream array holds a chunk that is not an object"}
 		}
 		if probe.Error != nil {
-			v := s.pol.ClassifyFor(u.Name, policy.Outcome{Shape: u.Shape, Status: resp.StatusCode, Header: resp.Header, Body: e, InStream: true}, s.r.now())
+			v := a.classify(policy.Outcome{Status: resp.StatusCode, Header: resp.Header, Body: e, InStream: true})
 			if v.Class == policy.ClassNone {
 				v.Class, v.Reason = policy.ClassServerError, "in-stream error"
 			}
@@ -309,17 +397,24 @@ func (s *session) answeredBy(name string) {
 	s.setDetourHeaders(name)
 }
 
+// fail is failed for a failure that has nothing but its verdict (no
+// answer to pass on).
+func (a *attempt) fail(v policy.Verdict) step {
+	return a.failed(v, &failure{upstream: a.u.Name, verdict: v})
+}
+
 // failed records a failed attempt, starts its cooldown, and either stops
 // (writing the upstream's own error to the app), retries the same upstream,
 // or lets the chain go on.
-func (s *session) failed(u *policy.Upstream, v policy.Verdict, f *failure, last bool, a *att, finish func(outcome, class, reason string, status int)) step {
+func (a *attempt) failed(v policy.Verdict, f *failure) step {
+	s := a.s
 	reason := v.Reason
-	cd := s.cooldown(u.Name, v)
+	cd := s.cooldown(a.u.Name, v)
 	if cd != "" {
 		reason += "; " + cd
 	}
 	outcome := OutcomeFallback
-	if last {
+	if a.last {
 		outcome = OutcomeExhausted
 	}
 	if f.foreign && (v.Class == policy.ClassInvalidRequest || v.Class == policy.ClassAuth) {
@@ -327,278 +422,88 @@ func (s *session) failed(u *policy.Upstream, v policy.Verdict, f *failure, last 
 		// detour's: a translated request refused by another vendor says
 		// this upstream cannot take it, not that the app erred. That
 		// upstream is passed over, loudly, rather than failing the app.
-		finish(outcome, string(v.Class), "translated request refused: "+reason, f.status)
+		a.finish(outcome, string(v.Class), "translated request refused: "+reason, f.status)
 		s.addFailure(f)
 		return stepNext
 	}
 	if s.pol.Action(v.Class).Then == policy.Stop {
 		if !s.claim(a.ln) {
-			return s.unclaimed(finish, string(v.Class), f.status)
+			return a.unclaimed(string(v.Class), f.status)
 		}
-		finish(OutcomeStop, string(v.Class), reason, f.status)
+		a.finish(OutcomeStop, string(v.Class), reason, f.status)
 		s.rec.Error = "stopped: " + string(v.Class)
 		s.writeUpstreamError(f)
 		return stepDone
 	}
 	wait, why, again := s.retryPlan(v, a.ar.Retry, cd != "")
 	if again {
-		finish(OutcomeRetry, string(v.Class), reason+"; retry in "+wait.Round(time.Millisecond).String()+why, f.status)
+		a.finish(OutcomeRetry, string(v.Class), reason+"; retry in "+wait.Round(time.Millisecond).String()+why, f.status)
 		return step{kind: kindRetry, wait: wait, fail: f}
 	}
-	finish(outcome, string(v.Class), reason+why, f.status)
+	a.finish(outcome, string(v.Class), reason+why, f.status)
 	s.addFailure(f)
 	return stepNext
 }
 
-// streamAnswer reads an upstream stream up to its commit point — the first
-// event that carries content — holding back the events before it, so that an
-// early in-stream error still falls over. After the commit point every event
-// is written and flushed as it arrives.
-func (s *session) streamAnswer(u *policy.Upstream, resp *http.Response, body *timedReader, timer *attemptTimer, conv *conversion, last bool, a *att, finish func(outcome, class, reason string, status int)) step {
-	rd := sse.NewReader(body)
-	var pending bytes.Buffer
-	var usage usageMerger
-	for {
-		ev, err := rd.Next()
-		if err != nil {
-			if st, over := s.interrupted(a.ln, finish, resp.StatusCode, "before the commit point"); over {
-				return st
-			}
-			var v policy.Verdict
-			// A fired timer wins over whatever error the cancelled read
-			// produced (EOF or a reset, depending on the transport).
-			if errors.Is(err, io.EOF) && timer.firedPhase() == "" {
-				v = policy.Verdict{Class: policy.ClassBadResponse, Reason: "stream ended before any content"}
-			} else {
-				v = s.pol.ClassifyFor(u.Name, policy.Outcome{Shape: u.Shape, Err: err, Timeout: timer.firedPhase()}, s.r.now())
-			}
-			return s.failed(u, v, &failure{upstream: u.Name, verdict: v}, last, a, finish)
-		}
-		if !terminated(ev.Raw) {
-			// The upstream closed in the middle of an event. If the event
-			// is whole JSON (some servers omit the last blank line) it is
-			// repaired; half an event is not content.
-			if !wholeEvent(ev) {
-				v := policy.Verdict{Class: policy.ClassBadResponse, Reason: "stream ended in the middle of an event"}
-				return s.failed(u, v, &failure{upstream: u.Name, verdict: v}, last, a, finish)
-			}
-			ev.Raw = append(ev.Raw, "\n\n"...)
-		}
-		kind := rewrite.InspectEvent(u.Shape, ev)
-		switch kind {
-		case rewrite.EventMeta:
-			pending.Write(conv.event(ev))
-			usage.add(u.Shape, ev.Data)
-			if pending.Len() < maxPending {
-				continue
-			}
-		case rewrite.EventError:
-			v := s.pol.ClassifyFor(u.Name, policy.Outcome{Shape: u.Shape, Status: resp.StatusCode, Header: resp.Header, Body: ev.Data, InStream: true}, s.r.now())
-			if v.Class == policy.ClassNone {
-				v.Class, v.Reason = policy.ClassServerError, "in-stream error"
-			}
-			f := &failure{upstream: u.Name, verdict: v, status: resp.StatusCode, header: resp.Header, inStream: true,
-				prefix: bytes.Clone(pending.Bytes()), body: bytes.Clone(conv.event(ev))}
-			return s.failed(u, v, f, last, a, finish)
-		}
-		if !wholeEvent(ev) {
-			// The would-be first content is not JSON (a truncated chunk, a
-			// proxy's page inside the stream): nothing has reached the app
-			// yet, so it falls over rather than commit a broken answer.
-			// After the commit point such an event is passed on as is.
-			v := policy.Verdict{Class: policy.ClassBadResponse, Reason: "first stream event is not JSON"}
-			return s.failed(u, v, &failure{upstream: u.Name, verdict: v}, last, a, finish)
-		}
-		// Commit point — unless a hedged attempt committed first.
-		if !s.claim(a.ln) {
-			return s.unclaimed(finish, "", resp.StatusCode)
-		}
-		finish(OutcomeOK, "", "", resp.StatusCode)
-		h := s.w.Header()
-		if conv == nil {
-			copyResponseHeaders(h, resp.Header)
-		} else {
-			h.Set("Content-Type", "text/event-stream")
-			h.Set("Cache-Control", "no-cache")
-		}
-		s.answeredBy(u.Name)
-		s.w.WriteHeader(resp.StatusCode)
-		s.rec.TTFB = time.Since(s.rec.Start)
-		s.rec.Status = resp.StatusCode
-		timer.arm(u.Timeouts.Idle, phaseIdle)
-		// After the commit point the request's deadline no longer applies:
-		// a long answer is fine as long as bytes keep coming.
-		body.next = func() (time.Duration, string) { return u.Timeouts.Idle, phaseIdle }
-		usage.add(u.Shape, ev.Data)
-		s.pump(u, rd, append(pending.Bytes(), conv.event(ev)...), kind == rewrite.EventDone || endsStream(u.Shape, ev), timer, conv, &usage, a)
+// unclaimed records an attempt that reached a point where it would write
+// to the app but may not: another lane answered, or the app went away.
+func (a *attempt) unclaimed(class string, status int) step {
+	if a.s.lost(nil) {
+		a.finish(OutcomeHedgeLost, class, "another upstream answered first", status)
 		return stepDone
 	}
+	a.finish(OutcomeClientGone, class, "client went away", status)
+	a.s.clientGone("before the answer was written")
+	return stepDone
 }
 
-// pump forwards the rest of a committed stream event by event. Whole events
-// only: if the upstream breaks off, the app gets a complete in-stream error
-// event in its own shape rather than half a JSON line.
-func (s *session) pump(u *policy.Upstream, rd *sse.Reader, first []byte, ended bool, timer *attemptTimer, conv *conversion, usage *usageMerger, a *att) {
-	rc := http.NewResponseController(s.w)
-	// A whole, cleanly ended stream is kept for the response cache (up to
-	// a bound); a cut one never is.
-	var kept []byte
-	keep := s.cacheable
-	write := func(b []byte) bool {
-		if _, err := s.w.Write(b); err != nil {
-			return false
-		}
-		if keep {
-			if len(kept)+len(b) > maxCachedBody {
-				keep, kept = false, nil
-			} else {
-				kept = append(kept, b...)
-			}
-		}
-		return rc.Flush() == nil
+// interrupted handles an attempt that ended because its context did: the
+// app went away, or another lane answered. over is false when neither is
+// the case (the attempt failed on its own and must be classified).
+func (a *attempt) interrupted(status int, where string) (step, bool) {
+	s := a.s
+	// A lane that lost the race says so first: the winner owns the
+	// record's request-level fields from its claim on.
+	if a.ln.ctx.Err() != nil && s.lost(a.ln) {
+		a.finish(OutcomeHedgeLost, "", "another upstream answered first", status)
+		return stepDone, true
 	}
-	defer func() { s.rec.Usage = usage.u }()
-	if !write(first) {
-		s.clientGoneAfterCommit(a)
-		return
+	if s.drained() {
+		a.finish(OutcomeDrained, "", "the drain timeout ran out "+where, status)
+		s.drainedBeforeAnswer(a.ln)
+		return stepDone, true
 	}
-	for {
-		ev, err := rd.Next()
-		if err != nil {
-			if ended {
-				// The stream was complete; an SDK that stops reading at
-				// [DONE] or message_stop and hangs up is not a client
-				// going away.
-				if c := conv.closing(); len(c) > 0 {
-					write(c)
-				}
-				if keep && !s.wasCut(a) {
-					s.store(kept, true)
-				}
-				return
-			}
-			if s.drained() {
-				s.drainCut(a, conv, write)
-				return
-			}
-			if contextDone(s.req.Context()) {
-				s.clientGoneAfterCommit(a)
-				return
-			}
-			class, msg := policy.ClassServerError, "detour: upstream "+u.Name+" ended the stream before it was complete"
-			if ph := timer.firedPhase(); ph != "" {
-				class, msg = policy.ClassTimeout, fmt.Sprintf("detour: upstream %s sent nothing for %s", u.Name, u.Timeouts.Idle)
-			} else if !errors.Is(err, io.EOF) {
-				msg += ": " + err.Error()
-			}
-			s.cut(a, class, msg)
-			write(conv.errorEvent(s.app, rewrite.AppError{Status: rewrite.StatusForClass(string(class)), Class: string(class), Message: msg}))
-			return
-		}
-		if !terminated(ev.Raw) {
-			if !wholeEvent(ev) {
-				// Half an event: never forwarded (the app would read it
-				// glued to the error event that follows).
-				class, msg := policy.ClassServerError, "detour: upstream "+u.Name+" ended the stream in the middle of an event"
-				s.cut(a, class, msg)
-				write(conv.errorEvent(s.app, rewrite.AppError{Status: rewrite.StatusForClass(string(class)), Class: string(class), Message: msg}))
-				return
-			}
-			ev.Raw = append(ev.Raw, "\n\n"...)
-		}
-		kind := rewrite.InspectEvent(u.Shape, ev)
-		if kind == rewrite.EventDone || endsStream(u.Shape, ev) {
-			ended = true
-		}
-		if kind == rewrite.EventError {
-			// The vendor's own in-stream error, already in the app's shape:
-			// forwarded as is, and the stream counts as ended by it.
-			ended = true
-			s.cut(a, policy.ClassServerError, "upstream in-stream error after the commit point")
-		}
-		usage.add(u.Shape, ev.Data)
-		out := conv.event(ev)
-		if conv != nil && ended && kind != rewrite.EventError {
-			// A translated stream closes in the app's own terms once the
-			// upstream's stream is complete.
-			out = append(out, conv.closing()...)
-		}
-		if len(out) > 0 && !write(out) {
-			if !ended {
-				s.clientGoneAfterCommit(a)
-			}
-			return
-		}
+	if contextDone(s.req.Context()) {
+		a.finish(OutcomeClientGone, "", "client went away "+where, status)
+		s.clientGone(where)
+		return stepDone, true
 	}
+	return step{}, false
 }
 
-// cut marks the answering attempt as failed after the commit point.
-func (s *session) cut(a *att, class policy.Class, msg string) {
+// end reports a finished attempt to the health registry: its upstream's
+// recent success rate and latency, its breaker, and its concurrency slot.
+// Called when the attempt is over, a stream's included, so that a cut
+// after the commit point counts as the failure it is.
+func (a *attempt) end() {
+	s := a.s
+	res, latency := health.Neutral, time.Duration(0)
+	var ar AttemptRecord
 	s.mu.Lock()
-	if a.idx >= 0 {
-		r := &s.rec.Attempts[a.idx]
-		r.Outcome, r.Class, r.Reason = OutcomeCut, string(class), msg
+	recorded := a.idx >= 0
+	if recorded {
+		ar = s.rec.Attempts[a.idx]
 	}
 	s.mu.Unlock()
-	s.rec.Error = msg
-}
-
-// wasCut reports whether the answering attempt failed after its commit
-// point.
-func (s *session) wasCut(a *att) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return a.idx >= 0 && s.rec.Attempts[a.idx].Outcome == OutcomeCut
-}
-
-func (s *session) clientGoneAfterCommit(a *att) {
-	s.rec.Error = "client went away during the stream"
-	s.mu.Lock()
-	if a.idx >= 0 {
-		s.rec.Attempts[a.idx].Outcome = OutcomeClientGone
+	if recorded {
+		res, latency = ar.healthResult(), ar.Duration
 	}
-	s.mu.Unlock()
-}
-
-// terminated reports whether an event's raw bytes end with the blank line
-// that closes an SSE event.
-func terminated(raw []byte) bool {
-	return bytes.HasSuffix(raw, []byte("\n\n")) || bytes.HasSuffix(raw, []byte("\r\r")) || bytes.HasSuffix(raw, []byte("\r\n\r\n"))
-}
-
-// wholeEvent reports whether an unterminated event's data is complete.
-func wholeEvent(ev sse.Event) bool {
-	d := bytes.TrimSpace(ev.Data)
-	return string(d) == "[DONE]" || json.Valid(d)
-}
-
-// endsStream reports whether ev is a stream's natural last event for shapes
-// whose streams have no terminator: Gemini's last chunk carries finishReason.
-func endsStream(shape rewrite.Shape, ev sse.Event) bool {
-	return shape == rewrite.Gemini && bytes.Contains(ev.Data, []byte(`"finishReason"`))
-}
-
-// usageMerger keeps token counts across stream events: Anthropic reports
-// input in message_start and cumulative output in message_delta; OpenAI
-// once at the end; Gemini cumulatively in every chunk.
-type usageMerger struct{ u rewrite.Usage }
-
-func (m *usageMerger) add(shape rewrite.Shape, data []byte) {
-	use, ok := rewrite.ExtractUsage(shape, data)
-	if !ok {
-		return
+	now := s.r.now()
+	s.r.Health.End(a.u.Name, res, latency, now)
+	a.gate.ticket.Done(breakerResult(ar, recorded), now)
+	if a.gate.release != nil {
+		a.gate.release()
 	}
-	if use.Input > 0 {
-		m.u.Input = use.Input
-	}
-	if use.Output > 0 {
-		m.u.Output = use.Output
-	}
-}
-
-func isEventStream(h http.Header) bool {
-	mt, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
-	return mt == "text/event-stream"
 }
 
 func isConnectTimeout(err error) bool {
@@ -607,126 +512,4 @@ func isConnectTimeout(err error) bool {
 		return true
 	}
 	return strings.Contains(err.Error(), "TLS handshake timeout")
-}
-
-// buildRequest rewrites the app's request for one upstream: its URL, its
-// model, and its credential. Every credential the app sent is removed first;
-// the app's own key goes back only to an upstream with auth "client".
-func (s *session) buildRequest(ctx context.Context, u *policy.Upstream, model string, conv *conversion) (*http.Request, error) {
-	if conv != nil {
-		return s.buildTranslated(ctx, u, conv)
-	}
-	rel := strings.TrimPrefix(s.req.URL.Path, s.app.APIRoot())
-	if u.Shape == rewrite.Gemini && model != s.model {
-		if p, ok := rewrite.SetGeminiModelInPath(rel, model); ok {
-			rel = p
-		}
-	}
-	target := *u.BaseURL
-	target.Path = u.BaseURL.Path + rel
-	target.RawPath = ""
-	q := s.req.URL.Query()
-	clientQueryKey := q.Get("key")
-	q.Del("key")
-	target.RawQuery = q.Encode()
-
-	body := s.body
-	if model != s.model && u.Shape != rewrite.Gemini {
-		b, err := rewrite.SetModel(body, model)
-		if err != nil {
-			return nil, fmt.Errorf("cannot set model for upstream %s: %w", u.Name, err)
-		}
-		body = b
-	}
-
-	h := s.req.Header.Clone()
-	for _, c := range h.Values("Connection") {
-		for _, f := range strings.Split(c, ",") {
-			h.Del(strings.TrimSpace(f))
-		}
-	}
-	for _, k := range hopHeaders {
-		h.Del(k)
-	}
-	for _, k := range policy.CredentialHeaders() {
-		h.Del(k)
-	}
-	// The app's identity (org, project, cookie) goes back only with the
-	// app's own key: see identityHeaders.
-	for _, k := range identityHeaders {
-		h.Del(k)
-	}
-	// The body is already buffered; waiting for "100 Continue" would only
-	// add up to a second per attempt.
-	h.Del("Expect")
-	for k := range h {
-		if strings.HasPrefix(k, "X-Detour-") {
-			h.Del(k)
-		}
-	}
-	// Let the transport negotiate gzip and decode it: detour must read
-	// error bodies and stream events.
-	h.Del("Accept-Encoding")
-	h.Del("Content-Length")
-	h.Del("Host")
-	for k, vs := range u.Headers {
-		h[k] = append([]string(nil), vs...)
-	}
-	switch u.Auth {
-	case policy.AuthClient:
-		copyClientCredential(h, s.req.Header, clientQueryKey, u.Shape)
-	case policy.AuthKey:
-		setKey(h, u.Shape, string(u.Key))
-	}
-	if u.Shape == rewrite.Anthropic && h.Get("Anthropic-Version") == "" {
-		h.Set("Anthropic-Version", "2023-06-01")
-	}
-
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target.String(), bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header = h
-	req.ContentLength = int64(len(body))
-	return req, nil
-}
-
-// copyClientCredential puts back the app's own credential for an upstream of
-// the app's shape. Only the header that shape uses is copied.
-func copyClientCredential(dst, src http.Header, queryKey string, shape rewrite.Shape) {
-	for _, k := range identityHeaders {
-		copyHeader(dst, src, k)
-	}
-	switch shape {
-	case rewrite.OpenAI:
-		copyHeader(dst, src, "Authorization")
-		copyHeader(dst, src, "Api-Key") // Azure OpenAI
-	case rewrite.Anthropic:
-		copyHeader(dst, src, "X-Api-Key")
-		copyHeader(dst, src, "Authorization") // Anthropic SDKs' auth-token mode
-	case rewrite.Gemini:
-		copyHeader(dst, src, "X-Goog-Api-Key")
-		if dst.Get("X-Goog-Api-Key") == "" && queryKey != "" {
-			// Moved from ?key= to the header so it cannot end up in an
-			// access log on the way.
-			dst.Set("X-Goog-Api-Key", queryKey)
-		}
-	}
-}
-
-func copyHeader(dst, src http.Header, k string) {
-	if v := src.Values(k); len(v) > 0 {
-		dst[k] = append([]string(nil), v...)
-	}
-}
-
-func setKey(h http.Header, shape rewrite.Shape, key string) {
-	switch shape {
-	case rewrite.OpenAI:
-		h.Set("Authorization", "Bearer "+key)
-	case rewrite.Anthropic:
-		h.Set("X-Api-Key", key)
-	case rewrite.Gemini:
-		h.Set("X-Goog-Api-Key", key)
-	}
 }

@@ -131,6 +131,9 @@ func (r *Runner) sleep(ctx context.Context, d time.Duration) error {
 // Serve answers one app request addressed to t.
 func (r *Runner) Serve(w http.ResponseWriter, req *http.Request, t Target) {
 	pol := r.Policy()
+	// The request's deadline runs on the Runner's clock, from here: the
+	// time the body takes to arrive counts against it.
+	begun := r.now()
 	rec := &Record{
 		ID:     newID(),
 		Mode:   t.Mode,
@@ -171,7 +174,7 @@ func (r *Runner) Serve(w http.ResponseWriter, req *http.Request, t Target) {
 		return
 	}
 	rec.Route = route.Name
-	s := &session{r: r, pol: pol, route: route, rec: rec, w: w, req: req, app: route.Shape}
+	s := &session{r: r, pol: pol, route: route, rec: rec, w: w, req: req, app: route.Shape, begun: begun}
 	s.run()
 }
 
@@ -267,6 +270,9 @@ type session struct {
 	bodyRead bool
 	model    string
 	stream   bool
+	// begun is when the request reached the Runner, on its clock; the
+	// deadline is counted from it.
+	begun    time.Time
 	deadline time.Time
 	// mu guards what concurrent (hedged) attempts share: rec.Attempts,
 	// failures, soonest, limited and the claim on the app's response.
@@ -325,7 +331,7 @@ func (s *session) run() {
 	if !s.parseRequest() {
 		return
 	}
-	s.deadline = s.rec.Start.Add(s.pol.Deadline)
+	s.deadline = s.begun.Add(s.pol.Deadline)
 	s.prepareCache()
 
 	chain := s.route.Chain

@@ -38,7 +38,8 @@ func (s *session) drainedBeforeAnswer(ln *lane) {
 // drainCut ends a committed stream at the drain: the attempt is logged with
 // outcome drained, and the app gets the in-stream error event an upstream
 // cut would give it, in its own shape.
-func (s *session) drainCut(a *att, conv *conversion, write func([]byte) bool) {
+func (a *attempt) drainCut(write func([]byte) bool) {
+	s := a.s
 	s.mu.Lock()
 	if a.idx >= 0 {
 		r := &s.rec.Attempts[a.idx]
@@ -46,5 +47,5 @@ func (s *session) drainCut(a *att, conv *conversion, write func([]byte) bool) {
 	}
 	s.mu.Unlock()
 	s.rec.Error = "drained: stream still open when the drain timeout ran out"
-	write(conv.errorEvent(s.app, rewrite.AppError{Status: http.StatusServiceUnavailable, Class: string(policy.ClassOverloaded), Message: drainedMessage}))
+	write(a.conv.errorEvent(s.app, rewrite.AppError{Status: http.StatusServiceUnavailable, Class: string(policy.ClassOverloaded), Message: drainedMessage}))
 }

@@ -79,22 +79,6 @@ func (s *session) soloLane() *lane {
 	return &lane{ctx: s.req.Context(), cancel: func() {}}
 }
 
-// att is one attempt's bookkeeping: its log record, where the record sits
-// in rec.Attempts once written, and what it holds from the gates.
-type att struct {
-	ln   *lane
-	idx  int
-	ar   AttemptRecord
-	gate gate
-}
-
-// gate is what an attempt holds from the health registry: a breaker
-// ticket and a concurrency slot, both given back when it ends.
-type gate struct {
-	ticket  health.Ticket
-	release func()
-}
-
 // claim makes ln the lane that answers the app. The first lane to claim
 // wins and every other lane is cancelled; later claims by other lanes
 // fail. Everything written to the app's ResponseWriter happens after a
@@ -129,18 +113,6 @@ func (s *session) isDecided() bool {
 	return s.winner != nil
 }
 
-// unclaimed records an attempt that reached a point where it would write
-// to the app but may not: another lane answered, or the app went away.
-func (s *session) unclaimed(finish func(outcome, class, reason string, status int), class string, status int) step {
-	if s.lost(nil) {
-		finish(OutcomeHedgeLost, class, "another upstream answered first", status)
-		return stepDone
-	}
-	finish(OutcomeClientGone, class, "client went away", status)
-	s.clientGone("before the answer was written")
-	return stepDone
-}
-
 // lost reports whether a lane other than ln has answered (ln nil: any
 // lane).
 func (s *session) lost(ln *lane) bool {
@@ -149,65 +121,10 @@ func (s *session) lost(ln *lane) bool {
 	return s.winner != nil && s.winner != ln
 }
 
-// record appends an attempt's record.
-func (s *session) record(a *att) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	a.idx = len(s.rec.Attempts)
-	s.rec.Attempts = append(s.rec.Attempts, a.ar)
-}
-
 func (s *session) addFailure(f *failure) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.failures = append(s.failures, f)
-}
-
-// interrupted handles an attempt that ended because its context did: the
-// app went away, or another lane answered. over is false when neither is
-// the case (the attempt failed on its own and must be classified).
-func (s *session) interrupted(ln *lane, finish func(outcome, class, reason string, status int), status int, where string) (step, bool) {
-	// A lane that lost the race says so first: the winner owns the
-	// record's request-level fields from its claim on.
-	if ln.ctx.Err() != nil && s.lost(ln) {
-		finish(OutcomeHedgeLost, "", "another upstream answered first", status)
-		return stepDone, true
-	}
-	if s.drained() {
-		finish(OutcomeDrained, "", "the drain timeout ran out "+where, status)
-		s.drainedBeforeAnswer(ln)
-		return stepDone, true
-	}
-	if contextDone(s.req.Context()) {
-		finish(OutcomeClientGone, "", "client went away "+where, status)
-		s.clientGone(where)
-		return stepDone, true
-	}
-	return step{}, false
-}
-
-// endAttempt reports a finished attempt to the health registry: its
-// upstream's recent success rate and latency, its breaker, and its
-// concurrency slot. Called when the attempt is over, a stream's included,
-// so that a cut after the commit point counts as the failure it is.
-func (s *session) endAttempt(name string, a *att) {
-	res, latency := health.Neutral, time.Duration(0)
-	var ar AttemptRecord
-	s.mu.Lock()
-	recorded := a.idx >= 0
-	if recorded {
-		ar = s.rec.Attempts[a.idx]
-	}
-	s.mu.Unlock()
-	if recorded {
-		res, latency = ar.healthResult(), ar.Duration
-	}
-	now := s.r.now()
-	s.r.Health.End(name, res, latency, now)
-	a.gate.ticket.Done(breakerResult(ar, recorded), now)
-	if a.gate.release != nil {
-		a.gate.release()
-	}
 }
 
 // breakerResult says how an attempt counts for its upstream's breaker.
@@ -305,7 +222,7 @@ func (s *session) retryPlan(v policy.Verdict, retry int, cooling bool) (wait tim
 	if act.Then != policy.Fallback || retry >= act.Retries || cooling {
 		return 0, "", false
 	}
-	left := time.Until(s.deadline)
+	left := s.r.until(s.deadline)
 	if v.RetryAfter > 0 {
 		if limit := s.pol.Retry.HonorRetryAfterUpTo; v.RetryAfter > limit {
 			return 0, fmt.Sprintf("; no retry: retry-after %s exceeds honor_retry_after_up_to %s", v.RetryAfter, limit), false
@@ -331,7 +248,8 @@ func (s *session) retryPlan(v policy.Verdict, retry int, cooling bool) (wait tim
 // runUpstream gives one upstream its turn: the first attempt and the
 // retries its failure class allows. It returns kindDone when the request is
 // finished, kindNext when the chain should go on.
-func (s *session) runUpstream(u *policy.Upstream, model string, last bool, ln *lane) stepKind {
+func (s *session) runUpstream(t turn) stepKind {
+	u, model, ln := t.u, t.model, t.ln
 	defer ln.gotHeaders()
 	var pending *failure
 	for retry := 0; ; retry++ {
@@ -353,14 +271,14 @@ func (s *session) runUpstream(u *policy.Upstream, model string, last bool, ln *l
 				return kindNext
 			}
 		}
-		g, ok := s.admit(u, last)
+		g, ok := s.admit(u, t.last)
 		if !ok {
 			if pending != nil {
 				s.addFailure(pending)
 			}
 			return kindNext
 		}
-		st := s.attempt(u, model, last, ln, retry, g, conv)
+		st := s.newAttempt(t, retry, g, conv).run()
 		if st.kind != kindRetry {
 			return st.kind
 		}
@@ -377,7 +295,7 @@ func (s *session) runUpstream(u *policy.Upstream, model string, last bool, ln *l
 			// Otherwise another lane answered during the wait.
 			return kindDone
 		}
-		if !time.Now().Before(s.deadline) {
+		if !s.r.now().Before(s.deadline) {
 			s.addFailure(pending)
 			s.skipClass(u.Name, policy.ClassTimeout, "deadline "+s.pol.Deadline.String()+" passed while waiting to retry")
 			return kindNext
@@ -395,7 +313,7 @@ func (s *session) candidate(u *policy.Upstream) (model string, ok, halt bool) {
 		s.skip(u.Name, fmt.Sprintf("no models entry matches %q", s.model))
 		return "", false, false
 	}
-	if !time.Now().Before(s.deadline) {
+	if !s.r.now().Before(s.deadline) {
 		s.addFailure(&failure{upstream: u.Name, verdict: policy.Verdict{Class: policy.ClassTimeout, Reason: "deadline passed before this upstream"}})
 		s.skipClass(u.Name, policy.ClassTimeout, "deadline "+s.pol.Deadline.String()+" passed")
 		return "", false, true
@@ -436,7 +354,7 @@ func (s *session) runSequential(chain []*policy.Upstream) bool {
 		if solo == nil {
 			solo = s.soloLane()
 		}
-		k := s.runUpstream(u, model, i == len(chain)-1, solo)
+		k := s.runUpstream(turn{u: u, model: model, last: i == len(chain)-1, ln: solo})
 		if k == kindDone {
 			return true
 		}
@@ -511,7 +429,7 @@ func (s *session) runHedged(chain []*policy.Upstream) bool {
 						results <- result{ln: ln, kind: kindDone, panic: p}
 					}
 				}()
-				results <- result{ln: ln, kind: s.runUpstream(u, model, last, ln)}
+				results <- result{ln: ln, kind: s.runUpstream(turn{u: u, model: model, last: last, ln: ln})}
 			}()
 			return true
 		}

@@ -1,0 +1,134 @@
+package chain
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/detour-proxy/detour/policy"
+	"github.com/detour-proxy/detour/rewrite"
+)
+
+// buildRequest rewrites the app's request for one upstream: its URL, its
+// model, and its credential. Every credential the app sent is removed first;
+// the app's own key goes back only to an upstream with auth "client".
+func (s *session) buildRequest(ctx context.Context, u *policy.Upstream, model string, conv *conversion) (*http.Request, error) {
+	if conv != nil {
+		return s.buildTranslated(ctx, u, conv)
+	}
+	rel := strings.TrimPrefix(s.req.URL.Path, s.app.APIRoot())
+	if u.Shape == rewrite.Gemini && model != s.model {
+		if p, ok := rewrite.SetGeminiModelInPath(rel, model); ok {
+			rel = p
+		}
+	}
+	target := *u.BaseURL
+	target.Path = u.BaseURL.Path + rel
+	target.RawPath = ""
+	q := s.req.URL.Query()
+	clientQueryKey := q.Get("key")
+	q.Del("key")
+	target.RawQuery = q.Encode()
+
+	body := s.body
+	if model != s.model && u.Shape != rewrite.Gemini {
+		b, err := rewrite.SetModel(body, model)
+		if err != nil {
+			return nil, fmt.Errorf("cannot set model for upstream %s: %w", u.Name, err)
+		}
+		body = b
+	}
+
+	h := s.req.Header.Clone()
+	for _, c := range h.Values("Connection") {
+		for _, f := range strings.Split(c, ",") {
+			h.Del(strings.TrimSpace(f))
+		}
+	}
+	for _, k := range hopHeaders {
+		h.Del(k)
+	}
+	for _, k := range policy.CredentialHeaders() {
+		h.Del(k)
+	}
+	// The app's identity (org, project, cookie) goes back only with the
+	// app's own key: see identityHeaders.
+	for _, k := range identityHeaders {
+		h.Del(k)
+	}
+	// The body is already buffered; waiting for "100 Continue" would only
+	// add up to a second per attempt.
+	h.Del("Expect")
+	for k := range h {
+		if strings.HasPrefix(k, "X-Detour-") {
+			h.Del(k)
+		}
+	}
+	// Let the transport negotiate gzip and decode it: detour must read
+	// error bodies and stream events.
+	h.Del("Accept-Encoding")
+	h.Del("Content-Length")
+	h.Del("Host")
+	for k, vs := range u.Headers {
+		h[k] = append([]string(nil), vs...)
+	}
+	switch u.Auth {
+	case policy.AuthClient:
+		copyClientCredential(h, s.req.Header, clientQueryKey, u.Shape)
+	case policy.AuthKey:
+		setKey(h, u.Shape, string(u.Key))
+	}
+	if u.Shape == rewrite.Anthropic && h.Get("Anthropic-Version") == "" {
+		h.Set("Anthropic-Version", "2023-06-01")
+	}
+
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target.String(), bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header = h
+	req.ContentLength = int64(len(body))
+	return req, nil
+}
+
+// copyClientCredential puts back the app's own credential for an upstream of
+// the app's shape. Only the header that shape uses is copied.
+func copyClientCredential(dst, src http.Header, queryKey string, shape rewrite.Shape) {
+	for _, k := range identityHeaders {
+		copyHeader(dst, src, k)
+	}
+	switch shape {
+	case rewrite.OpenAI:
+		copyHeader(dst, src, "Authorization")
+		copyHeader(dst, src, "Api-Key") // Azure OpenAI
+	case rewrite.Anthropic:
+		copyHeader(dst, src, "X-Api-Key")
+		copyHeader(dst, src, "Authorization") // Anthropic SDKs' auth-token mode
+	case rewrite.Gemini:
+		copyHeader(dst, src, "X-Goog-Api-Key")
+		if dst.Get("X-Goog-Api-Key") == "" && queryKey != "" {
+			// Moved from ?key= to the header so it cannot end up in an
+			// access log on the way.
+			dst.Set("X-Goog-Api-Key", queryKey)
+		}
+	}
+}
+
+func copyHeader(dst, src http.Header, k string) {
+	if v := src.Values(k); len(v) > 0 {
+		dst[k] = append([]string(nil), v...)
+	}
+}
+
+func setKey(h http.Header, shape rewrite.Shape, key string) {
+	switch shape {
+	case rewrite.OpenAI:
+		h.Set("Authorization", "Bearer "+key)
+	case rewrite.Anthropic:
+		h.Set("X-Api-Key", key)
+	case rewrite.Gemini:
+		h.Set("X-Goog-Api-Key", key)
+	}
+}
