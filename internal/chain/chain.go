@@ -81,11 +81,17 @@ type Runner struct {
 	Passthrough http.RoundTripper
 	// Log receives the canonical log line of every request.
 	Log zerolog.Logger
-	// Now is the clock for cooldowns, breakers and limits; default
-	// time.Now.
+	// Now is the clock for every decision the chain takes on time: the
+	// request's deadline, the phase bounds of an attempt (first_byte
+	// counted from its start, what is left of the deadline), the hedge
+	// delay, retry plans, cooldowns, breakers and limits; default time.Now.
+	// The record's durations (attempt ms, ttfb, total) are measurements
+	// and stay on the wall clock. The phase and hedge timers are the
+	// runtime's, armed with lengths computed from Now: under
+	// testing/synctest they run on the bubble's clock.
 	Now func() time.Time
-	// Sleep waits d or until ctx ends (retry backoff); default a real
-	// timer. The simulation swaps both for a virtual clock.
+	// Sleep waits d or until ctx ends (retry backoff and retry-after);
+	// default a real timer. The simulation swaps both for a virtual clock.
 	Sleep func(ctx context.Context, d time.Duration) error
 	// MaxBodyBytes bounds request bodies; default DefaultMaxBodyBytes.
 	MaxBodyBytes int64

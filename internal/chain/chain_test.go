@@ -476,6 +476,59 @@ func TestKeepAlivesBeforeCommitDoNotOutliveFirstByte(t *testing.T) {
 	}
 }
 
+func TestBadResponseFallsOver(t *testing.T) {
+	for _, shape := range []rewrite.Shape{rewrite.OpenAI, rewrite.Anthropic, rewrite.Gemini} {
+		for _, kind := range []fv.FaultKind{fv.HTML200, fv.Empty200, fv.Truncated200} {
+			for _, stream := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s/%s/stream=%v", shape, kind, stream), func(t *testing.T) {
+					a := detourtest.NewVendor(t, shape, "a")
+					b := detourtest.NewVendor(t, shape, "b")
+					r := newRunner(t, shape.DefaultHost(), routePolicy(shape, []string{upstreamJSON("a", a, ""), upstreamJSON("b", b, "")}, `["a","b"]`, ""))
+					a.Script(fv.Fault{Kind: kind})
+					path, body := requestFor(shape, stream)
+					resp := post(t, r.srv.URL+path, body)
+					all, _ := io.ReadAll(resp.Body)
+					if resp.StatusCode != 200 || resp.Header.Get(chain.HeaderAnsweredBy) != "b" || !strings.Contains(string(all), "from b") && !strings.Contains(string(all), "Hello") {
+						t.Fatalf("%d by %q: %s; want b's answer", resp.StatusCode, resp.Header.Get(chain.HeaderAnsweredBy), all)
+					}
+					if got := trail(r.record(t)); got != "a:fallback:bad_response b:ok" {
+						t.Errorf("attempts %q", got)
+					}
+				})
+			}
+		}
+	}
+}
+
+// A 200 event stream that is not the vendor's SSE before any content: no
+// events at all, an HTML page under text/event-stream, a first event whose
+// JSON is cut off.
+func TestBadStreamBeforeContentFallsOver(t *testing.T) {
+	cases := map[string]string{
+		"no events":       "",
+		"html page":       "<!DOCTYPE html>\n<html><body><h1>Sign in</h1></body></html>\n",
+		"truncated event": `data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assis` + "\n\n",
+	}
+	for name, payload := range cases {
+		t.Run(name, func(t *testing.T) {
+			raw := rawUpstream(t, "a", "", func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				io.WriteString(w, payload)
+			})
+			b := detourtest.NewVendor(t, rewrite.OpenAI, "b")
+			r := newRunner(t, "api.openai.com", openaiPolicy([]string{raw, upstreamJSON("b", b, "")}, `["a","b"]`, ""))
+			resp := post(t, r.srv.URL+"/v1/chat/completions", streamBody)
+			all, _ := io.ReadAll(resp.Body)
+			if by := resp.Header.Get(chain.HeaderAnsweredBy); by != "b" {
+				t.Errorf("answered by %q (%d %q); want b after a bad_response", by, resp.StatusCode, all)
+			}
+			if got := trail(r.record(t)); got != "a:fallback:bad_response b:ok" {
+				t.Errorf("attempts %q", got)
+			}
+		})
+	}
+}
+
 func TestHalfEventAtEndOfStream(t *testing.T) {
 	half := `data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"tw`
 	content := `data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"one"}}]}` + "\n\n"

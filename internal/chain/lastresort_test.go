@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/detour-proxy/detour/internal/chain"
 	"github.com/detour-proxy/detour/internal/detourtest"
@@ -151,6 +152,75 @@ func TestCacheStoresStreamsAndServesThemWhole(t *testing.T) {
 	}
 }
 
+// By default a request without temperature (the vendors' default is 1) is
+// neither stored nor served; TTL and entries bound what is served.
+func TestCacheSkipsDefaultTemperatureAndBoundsTTLAndEntries(t *testing.T) {
+	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
+	clk := newClock()
+	r, _ := newLoggedRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, "")}, `["a"]`, `, "cache": {"entries": 1, "ttl": "10m"}`), clk)
+	q := func(s string) string {
+		return `{"model":"gpt-4o","temperature":0,"messages":[{"role":"user","content":"` + s + `"}]}`
+	}
+	// No temperature: bypass.
+	openaiText(t, post(t, r.srv.URL+"/v1/chat/completions", chatBody))
+	if rec := r.record(t); rec.Cache != chain.CacheBypass {
+		t.Errorf("no temperature: cache %q; want bypass", rec.Cache)
+	}
+	openaiText(t, post(t, r.srv.URL+"/v1/chat/completions", q("one")))
+	openaiText(t, post(t, r.srv.URL+"/v1/chat/completions", q("two"))) // evicts "one"
+	a.SetDefault(fv.Fault{Kind: fv.Status, Status: 503})
+
+	status := func(body string) (int, string) {
+		resp := post(t, r.srv.URL+"/v1/chat/completions", body)
+		io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode, resp.Header.Get(chain.HeaderAnsweredBy)
+	}
+	if code, _ := status(chatBody); code != 503 {
+		t.Errorf("no temperature, all down: %d; want 503", code)
+	}
+	if code, _ := status(q("one")); code != 503 {
+		t.Errorf("evicted entry: %d; want 503 (entries 1)", code)
+	}
+	if code, by := status(q("two")); code != 200 || by != "cache" {
+		t.Errorf("kept entry: %d by %q; want 200 by cache", code, by)
+	}
+	clk.Advance(11 * time.Minute)
+	if code, _ := status(q("two")); code != 503 {
+		t.Errorf("after the ttl: %d; want 503", code)
+	}
+}
+
+// When the deadline passes before an upstream, the chain stops trying real
+// upstreams but still reaches the static upstream at its end (the last
+// resort that "never fails"), however many upstreams came before it and
+// with hedging too: the same answer as the chain without the middle
+// upstreams gives after the same deadline.
+func TestDeadlineStillServesTheStaticLastResort(t *testing.T) {
+	cases := []struct {
+		name, chain, extra string
+	}{
+		{"control: a then sorry", `["a","sorry"]`, ""},
+		{"a, b then sorry", `["a","b","sorry"]`, ""},
+		{"a, b, c then sorry, hedged", `["a","b","c","sorry"]`, `, "hedge_after": "250ms"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
+			b := detourtest.NewVendor(t, rewrite.OpenAI, "b")
+			cv := detourtest.NewVendor(t, rewrite.OpenAI, "c")
+			a.SetDefault(fv.Fault{Kind: fv.Hang, Delay: time.Minute})
+			b.SetDefault(fv.Fault{Kind: fv.Hang, Delay: time.Minute})
+			r := newRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, ""), upstreamJSON("b", b, ""), upstreamJSON("c", cv, ""), sorry}, c.chain,
+				`, "deadline": "300ms"`+c.extra))
+			resp := post(t, r.srv.URL+"/v1/chat/completions", chatBody)
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != 200 || !strings.Contains(string(body), "The assistant is busy.") {
+				t.Errorf("status %d body %s (attempts %q); want the static answer", resp.StatusCode, body, trail(r.record(t)))
+			}
+		})
+	}
+}
+
 func TestCachedAnswerBeatsTheStaticText(t *testing.T) {
 	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
 	r := newRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, ""), sorry}, `["a","sorry"]`, `, "cache": {"allow_temperature": true}`))
@@ -188,5 +258,21 @@ func TestGeminiArrayStreamFaultsFallOver(t *testing.T) {
 				t.Errorf("attempts %q", got)
 			}
 		})
+	}
+}
+
+// A Gemini stream without alt=sse is one JSON array (application/json):
+// the vendor's own format, not a bad response.
+func TestGeminiArrayStreamIsNotABadResponse(t *testing.T) {
+	a := detourtest.NewVendor(t, rewrite.Gemini, "a")
+	b := detourtest.NewVendor(t, rewrite.Gemini, "b")
+	r := newRunner(t, rewrite.Gemini.DefaultHost(), routePolicy(rewrite.Gemini, []string{upstreamJSON("a", a, ""), upstreamJSON("b", b, "")}, `["a","b"]`, ""))
+	resp := post(t, r.srv.URL+"/v1beta/models/gemini-2.5-flash:streamGenerateContent", `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`)
+	all, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || resp.Header.Get(chain.HeaderAnsweredBy) != "a" {
+		t.Errorf("%d by %q: %.200s; want a's array stream", resp.StatusCode, resp.Header.Get(chain.HeaderAnsweredBy), all)
+	}
+	if got := trail(r.record(t)); got != "a:ok" {
+		t.Errorf("attempts %q; want a:ok", got)
 	}
 }

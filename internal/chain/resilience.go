@@ -417,7 +417,7 @@ func (s *session) runHedged(chain []*policy.Upstream) bool {
 			// A lane started while another runs is a hedge, whether the
 			// timer or a failure made room for it.
 			ln := s.newLane(hedge || running > 0)
-			newest, newestAt = ln, time.Now()
+			newest, newestAt = ln, s.r.now()
 			running++
 			last := i == len(chain)-1
 			go func() {
@@ -446,7 +446,7 @@ func (s *session) runHedged(chain []*policy.Upstream) bool {
 			select {
 			case <-newest.headers:
 			default:
-				timer = time.NewTimer(s.pol.HedgeAfter - time.Since(newestAt))
+				timer = time.NewTimer(s.pol.HedgeAfter - s.r.now().Sub(newestAt))
 				hedgeC = timer.C
 				headersC = newest.headers
 			}

@@ -1,12 +1,16 @@
 package chain_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -18,6 +22,7 @@ import (
 	"github.com/detour-proxy/detour/internal/detourtest"
 	fv "github.com/detour-proxy/detour/internal/fakevendor"
 	"github.com/detour-proxy/detour/internal/health"
+	"github.com/detour-proxy/detour/policy"
 	"github.com/detour-proxy/detour/rewrite"
 )
 
@@ -199,6 +204,151 @@ func TestNoRetryAfterCommitOrForStopClasses(t *testing.T) {
 	}
 }
 
+// Gemini's RetryInfo.retryDelay alone (no retry-after header, no hint in
+// the message) sets the retry wait.
+func TestGeminiRetryInfoSetsTheRetryWait(t *testing.T) {
+	var calls atomic.Int64
+	raw := rawShapedUpstream(t, "a", rewrite.Gemini, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if calls.Add(1) == 1 {
+			w.WriteHeader(429)
+			io.WriteString(w, `{"error":{"code":429,"message":"Resource has been exhausted (e.g. check quota).","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"3.5s"}]}}`)
+			return
+		}
+		io.WriteString(w, geminiOK)
+	})
+	b := detourtest.NewVendor(t, rewrite.Gemini, "b")
+	r, clk := newClockedRunner(t, rewrite.Gemini.DefaultHost(), routePolicy(rewrite.Gemini, []string{raw, upstreamJSON("b", b, "")}, `["a","b"]`, ""))
+	path, body := requestFor(rewrite.Gemini, false)
+	resp := post(t, r.srv.URL+path, body)
+	all, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || !strings.Contains(string(all), "Hello from raw.") {
+		t.Fatalf("%d %s; want a's answer after one retry", resp.StatusCode, all)
+	}
+	if s := clk.Sleeps(); len(s) != 1 || s[0] != 3500*time.Millisecond {
+		t.Errorf("waits %v; want [3.5s] from RetryInfo.retryDelay", s)
+	}
+	rec := r.record(t)
+	if got := trail(rec); got != "a:retry:rate_limited a:ok#1" {
+		t.Errorf("attempts %q", got)
+	}
+	if !strings.Contains(rec.Attempts[0].Reason, "retry in 3.5s (retry-after)") {
+		t.Errorf("reason %q", rec.Attempts[0].Reason)
+	}
+}
+
+// The same through the fake vendor: its Gemini rate limit sends no
+// retry-after header, only RetryInfo (26s by default).
+func TestGeminiRateLimitRetryInfoIsHonouredWithinTheLimit(t *testing.T) {
+	a := detourtest.NewVendor(t, rewrite.Gemini, "a")
+	b := detourtest.NewVendor(t, rewrite.Gemini, "b")
+	r, clk := newClockedRunner(t, rewrite.Gemini.DefaultHost(), routePolicy(rewrite.Gemini, []string{upstreamJSON("a", a, ""), upstreamJSON("b", b, "")}, `["a","b"]`,
+		`, "retry": {"honor_retry_after_up_to": "30s"}`))
+	a.Script(fv.Fault{Kind: fv.Status, Status: 429, Class: fv.ClassRateLimit})
+	path, body := requestFor(rewrite.Gemini, false)
+	resp := post(t, r.srv.URL+path, body)
+	all, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || !strings.Contains(string(all), "Hello from a.") {
+		t.Fatalf("%d %s; want a's answer after one retry", resp.StatusCode, all)
+	}
+	if s := clk.Sleeps(); len(s) != 1 || s[0] != 26*time.Second {
+		t.Errorf("waits %v; want [26s]", s)
+	}
+	if h := a.Requests(); len(h) != 2 {
+		t.Errorf("a called %d times; want 2", len(h))
+	}
+}
+
+// retry-after-ms wins over retry-after and sets the wait.
+func TestRetryAfterMsWinsOverRetryAfter(t *testing.T) {
+	var calls atomic.Int64
+	raw := rawShapedUpstream(t, "a", rewrite.OpenAI, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if calls.Add(1) == 1 {
+			w.Header().Set("retry-after-ms", "1500")
+			w.Header().Set("retry-after", "2")
+			w.WriteHeader(429)
+			io.WriteString(w, `{"error":{"message":"Rate limit reached for gpt-4o on requests per min (RPM): Limit 3, Used 3, Requested 1.","type":"requests","param":null,"code":"rate_limit_exceeded"}}`)
+			return
+		}
+		io.WriteString(w, openaiOK)
+	})
+	b := detourtest.NewVendor(t, rewrite.OpenAI, "b")
+	r, clk := newClockedRunner(t, "api.openai.com", openaiPolicy([]string{raw, upstreamJSON("b", b, "")}, `["a","b"]`, ""))
+	if got := openaiText(t, post(t, r.srv.URL+"/v1/chat/completions", chatBody)); got != "Hello from raw." {
+		t.Fatalf("answer %q", got)
+	}
+	if s := clk.Sleeps(); len(s) != 1 || s[0] != 1500*time.Millisecond {
+		t.Errorf("waits %v; want [1.5s] from retry-after-ms", s)
+	}
+	if b.Calls() != 0 {
+		t.Errorf("b called %d times", b.Calls())
+	}
+}
+
+// A retry-after within honor_retry_after_up_to but past what is left of the
+// deadline falls over at once.
+func TestRetryAfterPastTheDeadlineFallsOverAtOnce(t *testing.T) {
+	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
+	b := detourtest.NewVendor(t, rewrite.OpenAI, "b")
+	r, clk := newClockedRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, ""), upstreamJSON("b", b, "")}, `["a","b"]`,
+		`, "deadline": "5s", "retry": {"honor_retry_after_up_to": "10s"}`))
+	a.Script(fv.Fault{Kind: fv.Status, Status: 429, Class: fv.ClassRateLimit, RetryAfter: "8"})
+	if got := openaiText(t, post(t, r.srv.URL+"/v1/chat/completions", chatBody)); got != "Hello from b." {
+		t.Fatalf("answer %q", got)
+	}
+	if len(clk.Sleeps()) != 0 || a.Calls() != 1 {
+		t.Errorf("waits %v, a calls %d; want no wait, 1 call", clk.Sleeps(), a.Calls())
+	}
+	rec := r.record(t)
+	if !strings.Contains(rec.Attempts[0].Reason, "left of the deadline") {
+		t.Errorf("reason %q; want the deadline named", rec.Attempts[0].Reason)
+	}
+}
+
+// A failure that was to be retried stays the chain's failure when the
+// retry does not happen — the deadline passed during the wait, or a gate
+// refuses the retry (local limit, a breaker or cooldown another request
+// started): the app hears the upstream's own 5xx, not a 400 "no upstream
+// serves model" or a 429 "local limit" as if nothing had been sent.
+func TestRetryThatDoesNotHappenKeepsItsFailure(t *testing.T) {
+	t.Run("deadline passes during the wait", func(t *testing.T) {
+		a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
+		a.SetDefault(fv.Fault{Kind: fv.Status, Status: 500})
+		r := startRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, "")}, `["a"]`,
+			`, "deadline": "2s", "retry": {"base": "1ms", "max": "1ms"}, "errors": {"classes": {"server_error": {"retries": 1}}}`),
+			func(cr *chain.Runner) {
+				// A wait that ends late (a loaded scheduler, a GC pause): the
+				// wait was shorter than what was left, the wake-up is not.
+				cr.Sleep = func(ctx context.Context, d time.Duration) error {
+					time.Sleep(2200 * time.Millisecond)
+					return ctx.Err()
+				}
+			})
+		resp := post(t, r.srv.URL+"/v1/chat/completions", chatBody)
+		body, _ := io.ReadAll(resp.Body)
+		rec := r.record(t)
+		if resp.StatusCode < 500 {
+			t.Errorf("status %d body %s (attempts %q); want a's 5xx failure (or a 504), not a client error", resp.StatusCode, body, trail(rec))
+		}
+		if a.Calls() != 1 {
+			t.Errorf("a called %d times; want 1 (the retry came after the deadline)", a.Calls())
+		}
+	})
+	t.Run("local limit refuses the retry", func(t *testing.T) {
+		a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
+		a.SetDefault(fv.Fault{Kind: fv.Status, Status: 500})
+		r, _ := newClockedRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, `, "limits": {"rpm": 1, "burst": 1}`)}, `["a"]`,
+			`, "errors": {"classes": {"server_error": {"retries": 1}}}`))
+		resp := post(t, r.srv.URL+"/v1/chat/completions", chatBody)
+		body, _ := io.ReadAll(resp.Body)
+		rec := r.record(t)
+		if resp.StatusCode != 500 && resp.StatusCode != 502 {
+			t.Errorf("status %d body %s (attempts %q); want a's server_error: a was sent the request and failed", resp.StatusCode, body, trail(rec))
+		}
+	})
+}
+
 func TestBreakerOpensSkipsAndRecovers(t *testing.T) {
 	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
 	b := detourtest.NewVendor(t, rewrite.OpenAI, "b")
@@ -290,6 +440,57 @@ func TestBreakerNeverSkipsTheLastUpstream(t *testing.T) {
 	}
 	if a.Calls() != 5 {
 		t.Errorf("last upstream called %d times; want 5 (never_skip_last)", a.Calls())
+	}
+}
+
+// The failure-rate trigger, with its minimum of requests, through the chain.
+func TestBreakerOpensOnFailureRateAfterMinRequests(t *testing.T) {
+	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
+	b := detourtest.NewVendor(t, rewrite.OpenAI, "b")
+	r, clk := newClockedRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, ""), upstreamJSON("b", b, "")}, `["a","b"]`,
+		`, "breaker": {"consecutive_failures": 100, "failure_rate": 0.5, "window": 4, "min_requests": 4}`))
+	a.Script(fv.Fault{Kind: fv.Status, Status: 500}, fv.Fault{}, fv.Fault{Kind: fv.Status, Status: 500}, fv.Fault{})
+	for i := range 3 {
+		io.Copy(io.Discard, post(t, r.srv.URL+"/v1/chat/completions", chatBody).Body)
+		if st := r.health.Breaker("a", clk.Now()); st.State != health.BreakerClosed {
+			t.Fatalf("after %d requests (below min_requests): %v", i+1, st.State)
+		}
+	}
+	io.Copy(io.Discard, post(t, r.srv.URL+"/v1/chat/completions", chatBody).Body)
+	// 2 failures of 4: 50%, once the window holds min_requests.
+	a.SetDefault(fv.Fault{Kind: fv.Status, Status: 500})
+	io.Copy(io.Discard, post(t, r.srv.URL+"/v1/chat/completions", chatBody).Body)
+	st := r.health.Breaker("a", clk.Now())
+	if st.State != health.BreakerOpen || !strings.Contains(st.Reason, "failure rate") {
+		t.Fatalf("breaker %+v; want open on failure rate", st)
+	}
+	calls := a.Calls()
+	openaiText(t, post(t, r.srv.URL+"/v1/chat/completions", chatBody))
+	if a.Calls() != calls {
+		t.Error("an open breaker let a request through")
+	}
+}
+
+// bad_response counts as a hard failure; rate limits and local limits never
+// count.
+func TestBreakerCountsBadResponseNotRateLimits(t *testing.T) {
+	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
+	b := detourtest.NewVendor(t, rewrite.OpenAI, "b")
+	r, clk := newClockedRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, ""), upstreamJSON("b", b, "")}, `["a","b"]`,
+		`, "breaker": {"consecutive_failures": 2}, "errors": {"classes": {"rate_limited": {"retries": 0}}}`))
+	a.SetDefault(fv.Fault{Kind: fv.Status, Status: 429, Class: fv.ClassRateLimit})
+	for range 5 {
+		openaiText(t, post(t, r.srv.URL+"/v1/chat/completions", chatBody))
+	}
+	if st := r.health.Breaker("a", clk.Now()); st.State != health.BreakerClosed || st.WindowCount != 0 {
+		t.Fatalf("after 429s: %+v; want closed, nothing counted", st)
+	}
+	a.SetDefault(fv.Fault{Kind: fv.HTML200})
+	for range 2 {
+		openaiText(t, post(t, r.srv.URL+"/v1/chat/completions", chatBody))
+	}
+	if st := r.health.Breaker("a", clk.Now()); st.State != health.BreakerOpen {
+		t.Fatalf("after 2 bad responses: %+v; want open", st)
 	}
 }
 
@@ -416,6 +617,224 @@ func TestHedgeNotStartedWhenFirstAnswersInTime(t *testing.T) {
 	}
 }
 
+// The first upstream, though slow enough to be hedged, commits first: the
+// hedge loses, is cancelled, and is logged hedge_lost with hedge true — for
+// a stream too.
+func TestHedgedFirstLaneThatCommitsFirstWins(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
+			a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
+			b := detourtest.NewVendor(t, rewrite.OpenAI, "b")
+			r, logs := newLoggedRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, ""), upstreamJSON("b", b, "")}, `["a","b"]`, `, "hedge_after": "50ms"`), nil)
+			a.Script(fv.Fault{Kind: fv.SlowFirstByte, Delay: 250 * time.Millisecond})
+			b.Script(fv.Fault{Kind: fv.SlowFirstByte, Delay: 10 * time.Second})
+			body := chatBody
+			if stream {
+				body = streamBody
+			}
+			resp := post(t, r.srv.URL+"/v1/chat/completions", body)
+			all, _ := io.ReadAll(resp.Body)
+			if !strings.Contains(string(all), "from a") && !strings.Contains(string(all), "Hello") {
+				t.Fatalf("answer %s", all)
+			}
+			if by := resp.Header.Get(chain.HeaderAnsweredBy); by != "a" {
+				t.Fatalf("answered by %q; want a", by)
+			}
+			rec := r.record(t)
+			got := map[string]chain.AttemptRecord{}
+			for _, at := range rec.Attempts {
+				got[at.Upstream] = at
+			}
+			if got["a"].Outcome != chain.OutcomeOK || got["b"].Outcome != chain.OutcomeHedgeLost || !got["b"].Hedge {
+				t.Errorf("attempts %q (b hedge %v); want a ok, b hedge_lost as a hedge", trail(rec), got["b"].Hedge)
+			}
+			waitIdle(t, b, "the losing hedge is still in flight")
+			ls := logs.lines(t)
+			line := fmt.Sprint(ls[len(ls)-1]["attempts"])
+			if !strings.Contains(line, "hedge_lost") || !strings.Contains(line, "hedge:true") {
+				t.Errorf("log attempts %s; want hedge_lost and hedge:true", line)
+			}
+		})
+	}
+}
+
+// A hedged stream whose first lane hangs: the hedge, itself slow to its
+// first byte, answers the whole stream.
+func TestHedgeAnswersTheStreamWhenTheFirstLaneHangs(t *testing.T) {
+	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
+	b := detourtest.NewVendor(t, rewrite.OpenAI, "b")
+	r := newRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, ""), upstreamJSON("b", b, "")}, `["a","b"]`, `, "hedge_after": "30ms"`))
+	a.Script(fv.Fault{Kind: fv.Hang, Delay: 200 * time.Millisecond})
+	b.Script(fv.Fault{Kind: fv.SlowFirstByte, Delay: 100 * time.Millisecond})
+	resp := post(t, r.srv.URL+"/v1/chat/completions", streamBody)
+	evs := events(t, resp.Body)
+	if resp.Header.Get(chain.HeaderAnsweredBy) != "b" || len(evs) == 0 || string(evs[len(evs)-1].Data) != "[DONE]" {
+		t.Fatalf("answered by %q, %d events", resp.Header.Get(chain.HeaderAnsweredBy), len(evs))
+	}
+}
+
+// Once a lane has claimed the answer no new lane starts, though the
+// winner's result reaches runHedged only when it ends (for a stream: after
+// the whole pump): neither a loser's failure classified before the claim
+// nor the hedge timer may start the next upstream, whose call could only
+// end hedge_lost, with a lane the claim did not cancel and that Serve would
+// wait for.
+func TestHedgeStartsNoUpstreamAfterAWinner(t *testing.T) {
+	releaseA, finishA := make(chan struct{}), make(chan struct{})
+	bClose := &closeGate{Reader: strings.NewReader(overloadedBody), closing: make(chan struct{}), release: make(chan struct{})}
+	var claimed atomic.Bool
+	var cAfterClaim atomic.Int32
+	rt := rtFunc(func(req *http.Request) (*http.Response, error) {
+		ctx := req.Context()
+		switch req.URL.Hostname() {
+		case "a.test":
+			select {
+			case <-releaseA:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			pr, pw := io.Pipe()
+			go func() {
+				io.WriteString(pw, roleChunk)
+				io.WriteString(pw, `data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"one"}}]}`+"\n\n")
+				select {
+				case <-finishA:
+					io.WriteString(pw, `data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\ndata: [DONE]\n\n")
+					pw.Close()
+				case <-ctx.Done():
+					pw.CloseWithError(ctx.Err())
+				}
+			}()
+			return &http.Response{StatusCode: 200, Status: "200 OK", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+				Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: pr, Request: req}, nil
+		case "b.test":
+			resp := jsonResponse(req, 503, overloadedBody)
+			resp.Body = bClose
+			return resp, nil
+		default: // c.test
+			if claimed.Load() {
+				cAfterClaim.Add(1)
+			}
+			return jsonResponse(req, 503, overloadedBody), nil
+		}
+	})
+	r := startRunner(t, "api.openai.com", openaiPolicy([]string{memUpstream("a", ""), memUpstream("b", ""), memUpstream("c", "")}, `["a","b","c"]`,
+		`, "hedge_after": "100ms", "breaker": {"enabled": false}`), func(cr *chain.Runner) { cr.Transports = &chain.Transports{Override: rt} })
+
+	type result struct {
+		resp *http.Response
+		err  error
+	}
+	got := make(chan result, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, r.srv.URL+"/v1/chat/completions", strings.NewReader(streamBody))
+		req.Header.Set("Authorization", "Bearer sk-app")
+		resp, err := http.DefaultClient.Do(req)
+		got <- result{resp, err}
+	}()
+
+	// a is slow: b starts as a hedge and fails with a 503. Its failure is
+	// classified; its lane is about to report kindNext.
+	waitFor(t, "b's attempt to finish", bClose.closing)
+	// Now a answers and commits: it wins and the app gets its first event.
+	close(releaseA)
+	res := <-got
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	defer res.resp.Body.Close()
+	br := bufio.NewReader(res.resp.Body)
+	for {
+		line, err := br.ReadString('\n')
+		if strings.Contains(line, `"one"`) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("stream ended before a's first content: %v", err)
+		}
+	}
+	claimed.Store(true)
+	// b's lane reports its failure only now, after a's claim.
+	close(bClose.release)
+	deadline := time.Now().Add(time.Second)
+	for cAfterClaim.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(finishA)
+	io.Copy(io.Discard, br)
+	rec := r.record(t)
+	if n := cAfterClaim.Load(); n != 0 {
+		t.Errorf("upstream c was called %d time(s) after a had already answered the app (attempts %q); a decided request must start no lane", n, trail(rec))
+	}
+	if res.resp.Header.Get(chain.HeaderAnsweredBy) != "a" {
+		t.Errorf("answered by %q; want a", res.resp.Header.Get(chain.HeaderAnsweredBy))
+	}
+}
+
+// Without hedging a panic in an attempt unwinds through the attempt's
+// deferred end, so the upstream's concurrency slot and breaker ticket are
+// given back, and net/http recovers the handler.
+func TestPanicInSequentialAttemptReleasesItsSlot(t *testing.T) {
+	var calls atomic.Int32
+	rt := rtFunc(func(req *http.Request) (*http.Response, error) {
+		if calls.Add(1) == 1 {
+			panic("boom in an attempt")
+		}
+		return jsonResponse(req, 200, `{"id":"x","object":"chat.completion","created":1,"model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"Hello from a."},"finish_reason":"stop"}]}`), nil
+	})
+	r := startRunner(t, "api.openai.com", openaiPolicy([]string{memUpstream("a", `, "limits": {"concurrency": 1}`)}, `["a"]`, ""),
+		func(cr *chain.Runner) { cr.Transports = &chain.Transports{Override: rt} })
+	r.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	req, _ := http.NewRequest(http.MethodPost, r.srv.URL+"/v1/chat/completions", strings.NewReader(chatBody))
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+	}
+	if got := openaiText(t, post(t, r.srv.URL+"/v1/chat/completions", chatBody)); got != "Hello from a." {
+		t.Fatalf("answer %q", got)
+	}
+	if n := r.health.Limit("a", time.Now()).InFlight; n != 0 {
+		t.Errorf("%d slots still held", n)
+	}
+}
+
+// A panic in a hedged lane's attempt (a translator, a transport, a dialer)
+// does not kill the process: hedged lanes run in goroutines of their own,
+// and the panic is handed to the handler's goroutine, where net/http
+// recovers it as it does when the chain runs sequentially. The child
+// process below serves one hedged request whose first upstream panics; it
+// must survive.
+func TestPanicInAHedgedLaneIsNotFatal(t *testing.T) {
+	if os.Getenv("DETOUR_PANIC_CHILD") == "1" {
+		rt := rtFunc(func(req *http.Request) (*http.Response, error) {
+			if req.URL.Hostname() == "a.test" {
+				panic("boom in a hedged lane")
+			}
+			return jsonResponse(req, 200, `{"id":"x","object":"chat.completion","created":1,"model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"Hello from b."},"finish_reason":"stop"}]}`), nil
+		})
+		r := startRunner(t, "api.openai.com", openaiPolicy([]string{memUpstream("a", ""), memUpstream("b", "")}, `["a","b"]`, `, "hedge_after": "50ms"`),
+			func(cr *chain.Runner) { cr.Transports = &chain.Transports{Override: rt} })
+		req, _ := http.NewRequest(http.MethodPost, r.srv.URL+"/v1/chat/completions", strings.NewReader(chatBody))
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+		// Still serving.
+		req, _ = http.NewRequest(http.MethodGet, r.srv.URL+"/v1/models", nil)
+		_, _ = (&http.Client{Timeout: 2 * time.Second}).Do(req)
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestPanicInAHedgedLaneIsNotFatal$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "DETOUR_PANIC_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		i := strings.Index(string(out), "panic: ")
+		msg := string(out)
+		if i >= 0 {
+			msg = msg[i:min(len(msg), i+300)]
+		}
+		t.Errorf("a panic in a hedged lane killed the process (%v):\n%s", err, msg)
+	}
+}
+
 func TestTiersPickTheChain(t *testing.T) {
 	hard := detourtest.NewVendor(t, rewrite.OpenAI, "hard")
 	easy := detourtest.NewVendor(t, rewrite.OpenAI, "easy")
@@ -458,6 +877,47 @@ func TestTiersPickTheChain(t *testing.T) {
 	for _, rq := range easy.Requests() {
 		if rq.Header.Get(chain.HeaderTier) != "" {
 			t.Error("x-detour-tier reached the upstream")
+		}
+	}
+}
+
+func TestTiersFromCodeBlocksAndFilesPickTheChain(t *testing.T) {
+	hard := detourtest.NewVendor(t, rewrite.OpenAI, "hard")
+	easy := detourtest.NewVendor(t, rewrite.OpenAI, "easy")
+	pol := fmt.Sprintf(`{"upstreams": {%s, %s},
+  "routes": [{"name": "chat", "match": {"host": "api.openai.com", "path": "/v1/chat/completions"}, "tiers": {"hard": ["hard", "easy"], "easy": ["easy", "hard"]}}],
+  "classifier": {"easy_patterns": ["summar"]}}`,
+		upstreamJSON("hard", hard, ""), upstreamJSON("easy", easy, ""))
+	r, logs := newLoggedRunner(t, "api.openai.com", pol, nil)
+	fence := "```"
+	img := map[string]any{"type": "image_url", "image_url": map[string]any{"url": "data:image/png;base64,iVBORw0KGgo="}}
+	cases := []struct {
+		name    string
+		content any
+		want    string
+		reason  string
+	}{
+		{"two code blocks", "Summarize these:\n" + fence + "go\nfunc a() {}\n" + fence + "\nand\n" + fence + "py\ndef b(): pass\n" + fence, "hard", "code_blocks:2>=2"},
+		{"one code block", "Summarize this:\n" + fence + "go\nfunc a() {}\n" + fence, "easy", `easy_pattern:"summar"`},
+		{"two images", []any{map[string]any{"type": "text", "text": "Summarize these pictures"}, img, img}, "hard", "files:2>=2"},
+		{"one image", []any{map[string]any{"type": "text", "text": "Summarize this picture"}, img}, "easy", `easy_pattern:"summar"`},
+	}
+	for _, c := range cases {
+		body, _ := json.Marshal(map[string]any{"model": "gpt-4o", "messages": []any{map[string]any{"role": "user", "content": c.content}}})
+		resp := post(t, r.srv.URL+"/v1/chat/completions", string(body))
+		got := openaiText(t, resp)
+		rec := r.record(t)
+		if rec.Tier != c.want || got != "Hello from "+c.want+"." {
+			t.Errorf("%s: tier %q answered %q; want %s", c.name, rec.Tier, got, c.want)
+		}
+		// Pattern reasons quote the matched word in the app's letter case.
+		if !strings.Contains(strings.ToLower(strings.Join(rec.Reasons, " ")), c.reason) {
+			t.Errorf("%s: reasons %q; want %q", c.name, rec.Reasons, c.reason)
+		}
+		ls := logs.lines(t)
+		last := ls[len(ls)-1]
+		if last["tier"] != c.want || !strings.Contains(strings.ToLower(fmt.Sprint(last["reasons"])), c.reason) {
+			t.Errorf("%s: log tier %v reasons %v", c.name, last["tier"], last["reasons"])
 		}
 	}
 }
@@ -509,6 +969,86 @@ func TestEveryUpstreamOutOfQuotaSaysQuota(t *testing.T) {
 	}
 	if ra := resp.Header.Get("Retry-After"); ra != "600" {
 		t.Errorf("Retry-After %q; want 600 (the cooldown's end on detour's clock)", ra)
+	}
+}
+
+func TestQuotaCooldownLastsAsTheBodySays(t *testing.T) {
+	cases := []struct {
+		name  string
+		shape rewrite.Shape
+		class string
+		extra string
+		until string
+	}{
+		// The test clock is 2026-11-30 12:00 UTC.
+		{"anthropic monthly spend limit", rewrite.Anthropic, fv.ClassSpendLimit, "", "2026-12-01T00:00:00Z"},
+		{"anthropic monthly spend limit capped", rewrite.Anthropic, fv.ClassSpendLimit,
+			`, "errors": {"classes": {"quota_exhausted": {"max_cooldown": "1h"}}}`, "2026-11-30T13:00:00Z"},
+		// Pacific midnight: 08:00 UTC in winter.
+		{"gemini per-day quota", rewrite.Gemini, fv.ClassQuotaPerDay, "", "2026-12-01T08:00:00Z"},
+		{"gemini per-day quota capped", rewrite.Gemini, fv.ClassQuotaPerDay,
+			`, "errors": {"classes": {"quota_exhausted": {"max_cooldown": "2h"}}}`, "2026-11-30T14:00:00Z"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			clk := newClock()
+			a := newTimedVendor(t, c.shape, "a", clk.Now)
+			b := detourtest.NewVendor(t, c.shape, "b")
+			r, logs := newLoggedRunner(t, c.shape.DefaultHost(), routePolicy(c.shape, []string{upstreamJSON("a", a, ""), upstreamJSON("b", b, "")}, `["a","b"]`, c.extra), clk)
+			a.SetDefault(fv.Fault{Kind: fv.Status, Class: c.class})
+			path, body := requestFor(c.shape, false)
+			resp := post(t, r.srv.URL+path, body)
+			io.Copy(io.Discard, resp.Body)
+			if resp.StatusCode != 200 || resp.Header.Get(chain.HeaderAnsweredBy) != "b" {
+				t.Fatalf("%d by %q; want b", resp.StatusCode, resp.Header.Get(chain.HeaderAnsweredBy))
+			}
+			rec := r.record(t)
+			at := rec.Attempts[0]
+			if at.Class != string(policy.ClassQuotaExhausted) {
+				t.Fatalf("a's attempt %+v; want quota_exhausted", at)
+			}
+			cd, ok := r.health.CoolingDown("a", clk.Now())
+			if !ok {
+				t.Fatal("no cooldown")
+			}
+			want := c.until
+			if got := cd.Until.UTC().Format(time.RFC3339); got != want {
+				t.Errorf("cooldown until %s; want %s", got, want)
+			}
+			if !strings.Contains(at.Reason, "cooldown until "+want) {
+				t.Errorf("reason %q; want the end time in it", at.Reason)
+			}
+			// The log line carries the end time.
+			ls := logs.lines(t)
+			if len(ls) == 0 || !strings.Contains(fmt.Sprint(ls[len(ls)-1]["attempts"]), "cooldown until "+want) {
+				t.Errorf("log line %v; want cooldown until %s", ls, want)
+			}
+			// The next request skips a, naming the end.
+			resp = post(t, r.srv.URL+path, body)
+			io.Copy(io.Discard, resp.Body)
+			rec = r.record(t)
+			if a.Calls() != 1 || rec.Attempts[0].Outcome != chain.OutcomeSkipped || !strings.Contains(rec.Attempts[0].Reason, "cooling down until "+want) {
+				t.Errorf("second request: a calls %d, attempts %+v", a.Calls(), rec.Attempts)
+			}
+		})
+	}
+}
+
+// A reset the body names that comes sooner than the class's cooldown ends
+// the cooldown then: five minutes before Pacific midnight, a Gemini per-day
+// quota is back in five minutes, not after the default ten.
+func TestQuotaCooldownEndsAtASoonerResetFromTheBody(t *testing.T) {
+	clk := newClock()
+	clk.Advance(19*time.Hour + 55*time.Minute) // 2026-12-01 07:55 UTC, 23:55 in Los Angeles
+	a := newTimedVendor(t, rewrite.Gemini, "a", clk.Now)
+	b := detourtest.NewVendor(t, rewrite.Gemini, "b")
+	r, _ := newLoggedRunner(t, rewrite.Gemini.DefaultHost(), routePolicy(rewrite.Gemini, []string{upstreamJSON("a", a, ""), upstreamJSON("b", b, "")}, `["a","b"]`, ""), clk)
+	a.SetDefault(fv.Fault{Kind: fv.Status, Class: fv.ClassQuotaPerDay})
+	path, body := requestFor(rewrite.Gemini, false)
+	io.Copy(io.Discard, post(t, r.srv.URL+path, body).Body)
+	cd, ok := r.health.CoolingDown("a", clk.Now())
+	if want := "2026-12-01T08:00:00Z"; !ok || cd.Until.UTC().Format(time.RFC3339) != want {
+		t.Errorf("cooldown until %v (%v); want %s, the daily reset the body names", cd.Until.UTC(), ok, want)
 	}
 }
 

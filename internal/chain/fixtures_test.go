@@ -1,0 +1,173 @@
+package chain_test
+
+// Upstreams and sinks the chain tests share beyond the runner itself:
+// in-memory upstreams behind Transports.Override, raw TLS upstreams for
+// what the fake vendor cannot send, and a log sink for the canonical line.
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/detour-proxy/detour/internal/chain"
+	"github.com/detour-proxy/detour/internal/detourtest"
+	fv "github.com/detour-proxy/detour/internal/fakevendor"
+	"github.com/detour-proxy/detour/rewrite"
+)
+
+// logSink is a log sink safe for concurrent writes.
+type logSink struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logSink) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// lines returns the canonical log lines as decoded JSON.
+func (l *logSink) lines(t *testing.T) []map[string]any {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	for _, ln := range strings.Split(strings.TrimSpace(l.b.String()), "\n") {
+		if ln == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(ln), &m); err != nil {
+			t.Fatalf("log line %q: %v", ln, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// newLoggedRunner is newClockedRunner (clk may be nil: the real clock) with
+// the canonical log line kept.
+func newLoggedRunner(t *testing.T, host, policyJSON string, clk *clock) (*runner, *logSink) {
+	t.Helper()
+	logs := &logSink{}
+	r := startRunner(t, host, policyJSON, func(cr *chain.Runner) {
+		cr.Log = zerolog.New(logs)
+		if clk != nil {
+			cr.Now, cr.Sleep = clk.Now, clk.Sleep
+		}
+	})
+	return r, logs
+}
+
+// newTimedVendor is detourtest.NewVendor with the fake's clock set (the
+// Anthropic spend-limit message names the 1st of the fake's next month).
+func newTimedVendor(t *testing.T, shape rewrite.Shape, name string, now func() time.Time) *detourtest.Vendor {
+	t.Helper()
+	return detourtest.NewVendorWith(t, shape, fv.Options{Name: name, Now: now})
+}
+
+// rawShapedUpstream is rawUpstream for any shape.
+func rawShapedUpstream(t *testing.T, name string, shape rewrite.Shape, handler http.HandlerFunc) string {
+	t.Helper()
+	up := httptest.NewTLSServer(handler)
+	t.Cleanup(up.Close)
+	caFile := filepath.Join(t.TempDir(), name+".pem")
+	writeCert(t, caFile, up)
+	base := up.URL
+	if shape == rewrite.OpenAI {
+		base += "/v1"
+	}
+	return fmt.Sprintf(`%q: {"shape": %q, "base_url": %q, "ca_file": %q, "auth": {"from": "client"}}`, name, shape, base, caFile)
+}
+
+func routePolicy(shape rewrite.Shape, ups []string, chainNames, extra string) string {
+	path := map[rewrite.Shape]string{rewrite.OpenAI: "/v1/chat/completions", rewrite.Anthropic: "/v1/messages", rewrite.Gemini: "/v1beta/models/*"}[shape]
+	return fmt.Sprintf(`{"upstreams": {%s},
+  "routes": [{"name": "r", "match": {"host": %q, "path": %q}, "chain": %s}]%s}`,
+		strings.Join(ups, ","), shape.DefaultHost(), path, chainNames, extra)
+}
+
+// requestFor is a minimal request of shape: path and body.
+func requestFor(shape rewrite.Shape, stream bool) (string, string) {
+	switch shape {
+	case rewrite.Anthropic:
+		s := ""
+		if stream {
+			s = `"stream":true,`
+		}
+		return "/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":50,` + s + `"messages":[{"role":"user","content":"hi"}]}`
+	case rewrite.Gemini:
+		p := "/v1beta/models/gemini-2.5-flash:generateContent"
+		if stream {
+			p = "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+		}
+		return p, `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`
+	}
+	if stream {
+		return "/v1/chat/completions", streamBody
+	}
+	return "/v1/chat/completions", chatBody
+}
+
+const geminiOK = `{"candidates":[{"content":{"role":"model","parts":[{"text":"Hello from raw."}]},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":1,"candidatesTokenCount":3,"totalTokenCount":4},"modelVersion":"gemini-2.5-flash"}`
+
+const openaiOK = `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"Hello from raw."},"finish_reason":"stop"}]}`
+
+// rtFunc is an in-memory upstream transport (chain.Transports.Override):
+// requests are told apart by URL host.
+type rtFunc func(*http.Request) (*http.Response, error)
+
+func (f rtFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// memUpstream is an upstream entry reached through the override transport
+// at https://NAME.test/v1.
+func memUpstream(name, extra string) string {
+	return fmt.Sprintf(`%q: {"shape": "openai", "base_url": "https://%s.test/v1", "auth": {"from": "client"}%s}`, name, name, extra)
+}
+
+const overloadedBody = `{"error":{"message":"The engine is currently overloaded","type":"server_error","param":null,"code":"server_is_overloaded"}}`
+
+func jsonResponse(req *http.Request, status int, body string) *http.Response {
+	return &http.Response{
+		StatusCode: status, Status: http.StatusText(status), Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header:  http.Header{"Content-Type": {"application/json"}},
+		Body:    io.NopCloser(strings.NewReader(body)),
+		Request: req,
+	}
+}
+
+// closeGate is a response body whose Close announces itself and then waits
+// for the test: it holds a finished attempt between its classification and
+// the moment its lane reports to runHedged.
+type closeGate struct {
+	io.Reader
+	once    sync.Once
+	closing chan struct{}
+	release chan struct{}
+}
+
+func (c *closeGate) Close() error {
+	c.once.Do(func() { close(c.closing) })
+	<-c.release
+	return nil
+}
+
+func waitFor(t *testing.T, what string, ch <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
