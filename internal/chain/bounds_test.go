@@ -91,17 +91,6 @@ func openAIError(t *testing.T, body string) (typ, msg string) {
 	return e.Error.Type, e.Error.Message
 }
 
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // TestOversizeContentLengthIsRefusedBeforeTheBodyIsRead: a body announced
 // larger than the limit gets 413 in the app's shape at once — the client
 // has sent only its headers — and the connection is closed.

@@ -41,6 +41,34 @@ type runner struct {
 	lastID  string
 	started int
 	running int
+	// changed is closed (and replaced) whenever records, lastID or running
+	// change, so that record and settled wait on events, not on a poll.
+	changed chan struct{}
+}
+
+// bump announces a change of the runner's state; r.mu is held.
+func (r *runner) bump() {
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// await waits until cond (called with r.mu held) holds, for at most 5 s.
+func (r *runner) await(cond func() bool) bool {
+	timeout := time.NewTimer(5 * time.Second)
+	defer timeout.Stop()
+	for {
+		r.mu.Lock()
+		ok, ch := cond(), r.changed
+		r.mu.Unlock()
+		if ok {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-timeout.C:
+			return false
+		}
+	}
 }
 
 func newRunner(t *testing.T, host, policyJSON string) *runner {
@@ -56,7 +84,7 @@ func startRunner(t *testing.T, host, policyJSON string, tune func(*chain.Runner)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &runner{health: health.New()}
+	r := &runner{health: health.New(), changed: make(chan struct{})}
 	cr := &chain.Runner{
 		Policy:     func() *policy.Compiled { return pol },
 		Health:     r.health,
@@ -65,6 +93,7 @@ func startRunner(t *testing.T, host, policyJSON string, tune func(*chain.Runner)
 		OnRecord: func(rec *chain.Record) {
 			r.mu.Lock()
 			r.records = append(r.records, rec)
+			r.bump()
 			r.mu.Unlock()
 		},
 	}
@@ -76,6 +105,7 @@ func startRunner(t *testing.T, host, policyJSON string, tune func(*chain.Runner)
 		r.started++
 		seq := r.started
 		r.running++
+		r.bump()
 		r.mu.Unlock()
 		cr.Serve(w, req, chain.Target{Host: host, Mode: "base_url"})
 		r.mu.Lock()
@@ -83,6 +113,7 @@ func startRunner(t *testing.T, host, policyJSON string, tune func(*chain.Runner)
 			r.lastID = w.Header().Get(chain.HeaderRequestID)
 		}
 		r.running--
+		r.bump()
 		r.mu.Unlock()
 	}))
 	t.Cleanup(r.srv.Close)
@@ -93,11 +124,7 @@ func startRunner(t *testing.T, host, policyJSON string, tune func(*chain.Runner)
 // when one is still in flight after 5 s (a loser that was not cancelled).
 func waitIdle(t *testing.T, v *detourtest.Vendor, what string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for v.InFlight() != 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if v.InFlight() != 0 {
+	if !eventually(func() bool { return v.InFlight() == 0 }) {
 		t.Error(what)
 	}
 }
@@ -108,40 +135,36 @@ func waitIdle(t *testing.T, v *detourtest.Vendor, what string) {
 // can end, and be recorded, before the previous one is.
 func (r *runner) record(t *testing.T) *chain.Record {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		r.mu.Lock()
-		if r.running == 0 && r.lastID != "" {
-			for _, rec := range r.records {
-				if rec.ID == r.lastID {
-					r.mu.Unlock()
-					return rec
-				}
+	var last *chain.Record
+	found := r.await(func() bool {
+		if r.running != 0 || r.lastID == "" {
+			return false
+		}
+		for _, rec := range r.records {
+			if rec.ID == r.lastID {
+				last = rec
+				return true
 			}
 		}
-		r.mu.Unlock()
-		time.Sleep(5 * time.Millisecond)
+		return false
+	})
+	if !found {
+		t.Fatal("no record of the last request after 5s")
 	}
-	t.Fatal("no record of the last request after 5s")
-	return nil
+	return last
 }
 
 // settled returns every record once no request is running.
 func (r *runner) settled(t *testing.T) []*chain.Record {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		r.mu.Lock()
-		if r.running == 0 {
-			rs := append([]*chain.Record(nil), r.records...)
-			r.mu.Unlock()
-			return rs
-		}
-		r.mu.Unlock()
-		time.Sleep(5 * time.Millisecond)
+	var rs []*chain.Record
+	if !r.await(func() bool {
+		rs = append([]*chain.Record(nil), r.records...)
+		return r.running == 0
+	}) {
+		t.Fatal("requests still running after 5s")
 	}
-	t.Fatal("requests still running after 5s")
-	return nil
+	return rs
 }
 
 func upstreamJSON(name string, v *detourtest.Vendor, extra string) string {
@@ -187,6 +210,7 @@ func events(t *testing.T, r io.Reader) []sse.Event {
 }
 
 func TestStreamCutAfterCommitEndsWithAppShapedError(t *testing.T) {
+	t.Parallel()
 	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
 	b := detourtest.NewVendor(t, rewrite.OpenAI, "b")
 	r := newRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, ""), upstreamJSON("b", b, "")}, `["a","b"]`, ""))
@@ -212,6 +236,7 @@ func TestStreamCutAfterCommitEndsWithAppShapedError(t *testing.T) {
 }
 
 func TestStreamStallAfterCommitTimesOutIdle(t *testing.T) {
+	t.Parallel()
 	a := detourtest.NewVendor(t, rewrite.Anthropic, "a")
 	pol := fmt.Sprintf(`{"upstreams": {%s},
   "routes": [{"name": "m", "match": {"host": "api.anthropic.com"}, "chain": ["a"]}]}`, upstreamJSON("a", a, `, "timeouts": {"idle": "200ms"}`))
@@ -236,6 +261,7 @@ func TestStreamStallAfterCommitTimesOutIdle(t *testing.T) {
 // the commit point causally rather than by timing: the upstream does not
 // send its second content event until the client has received the first.
 func TestEventsFlowAsTheyArriveAfterCommit(t *testing.T) {
+	t.Parallel()
 	got1 := make(chan struct{})
 	up := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -288,6 +314,7 @@ func writeCert(t *testing.T, path string, srv *httptest.Server) {
 }
 
 func TestModelMappingRewritesOnlyTheModel(t *testing.T) {
+	t.Parallel()
 	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
 	b := detourtest.NewVendor(t, rewrite.OpenAI, "b")
 	r := newRunner(t, "api.openai.com", openaiPolicy([]string{
@@ -319,6 +346,7 @@ func TestModelMappingRewritesOnlyTheModel(t *testing.T) {
 }
 
 func TestGeminiKeyQueryIsRemovedAndModelPathMapped(t *testing.T) {
+	t.Parallel()
 	a := detourtest.NewVendor(t, rewrite.Gemini, "a")
 	b := detourtest.NewVendor(t, rewrite.Gemini, "b")
 	keyFile := filepath.Join(t.TempDir(), "k")
@@ -354,6 +382,7 @@ func TestGeminiKeyQueryIsRemovedAndModelPathMapped(t *testing.T) {
 }
 
 func TestEveryUpstreamCoolingDownWithoutNeverSkipLast(t *testing.T) {
+	t.Parallel()
 	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
 	r := newRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, "")}, `["a"]`, `, "never_skip_last": false`))
 	r.health.StartCooldown("a", time.Now().Add(90*time.Second), "test")
@@ -371,6 +400,7 @@ func TestEveryUpstreamCoolingDownWithoutNeverSkipLast(t *testing.T) {
 }
 
 func TestDeadlineBoundsTheWholeChain(t *testing.T) {
+	t.Parallel()
 	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
 	b := detourtest.NewVendor(t, rewrite.OpenAI, "b")
 	r := newRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, ""), upstreamJSON("b", b, "")}, `["a","b"]`, `, "deadline": "300ms"`))
@@ -389,6 +419,7 @@ func TestDeadlineBoundsTheWholeChain(t *testing.T) {
 }
 
 func TestUpstreamTLSIsVerified(t *testing.T) {
+	t.Parallel()
 	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
 	b := detourtest.NewVendor(t, rewrite.OpenAI, "b")
 	// a has no ca_file: its self-signed certificate must be refused.
@@ -404,15 +435,16 @@ func TestUpstreamTLSIsVerified(t *testing.T) {
 }
 
 func TestClientCancelBeforeCommitIsNotAnUpstreamFailure(t *testing.T) {
+	t.Parallel()
 	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
 	r := newRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, "")}, `["a"]`, ""))
 	a.Script(fv.Fault{Kind: fv.Hang, Delay: time.Minute})
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, r.srv.URL+"/v1/chat/completions", strings.NewReader(`{"model":"gpt-4o","messages":[]}`))
 	go func() {
-		for a.InFlight() == 0 {
-			time.Sleep(2 * time.Millisecond)
-		}
+		// Cancelled once a has the request (or after the poll's bound,
+		// which the assertions below then catch).
+		eventually(func() bool { return a.InFlight() != 0 })
 		cancel()
 	}()
 	if _, err := http.DefaultClient.Do(req); err == nil {
@@ -453,6 +485,7 @@ func sseHandler(events []string, then func(w http.ResponseWriter, r *http.Reques
 const roleChunk = `data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}` + "\n\n"
 
 func TestKeepAlivesBeforeCommitDoNotOutliveFirstByte(t *testing.T) {
+	t.Parallel()
 	pinger := rawUpstream(t, "a", `, "timeouts": {"first_byte": "300ms"}`, sseHandler([]string{roleChunk}, func(w http.ResponseWriter, r *http.Request) {
 		for {
 			select {
@@ -477,10 +510,12 @@ func TestKeepAlivesBeforeCommitDoNotOutliveFirstByte(t *testing.T) {
 }
 
 func TestBadResponseFallsOver(t *testing.T) {
+	t.Parallel()
 	for _, shape := range []rewrite.Shape{rewrite.OpenAI, rewrite.Anthropic, rewrite.Gemini} {
 		for _, kind := range []fv.FaultKind{fv.HTML200, fv.Empty200, fv.Truncated200} {
 			for _, stream := range []bool{false, true} {
 				t.Run(fmt.Sprintf("%s/%s/stream=%v", shape, kind, stream), func(t *testing.T) {
+					t.Parallel()
 					a := detourtest.NewVendor(t, shape, "a")
 					b := detourtest.NewVendor(t, shape, "b")
 					r := newRunner(t, shape.DefaultHost(), routePolicy(shape, []string{upstreamJSON("a", a, ""), upstreamJSON("b", b, "")}, `["a","b"]`, ""))
@@ -504,6 +539,7 @@ func TestBadResponseFallsOver(t *testing.T) {
 // events at all, an HTML page under text/event-stream, a first event whose
 // JSON is cut off.
 func TestBadStreamBeforeContentFallsOver(t *testing.T) {
+	t.Parallel()
 	cases := map[string]string{
 		"no events":       "",
 		"html page":       "<!DOCTYPE html>\n<html><body><h1>Sign in</h1></body></html>\n",
@@ -511,6 +547,7 @@ func TestBadStreamBeforeContentFallsOver(t *testing.T) {
 	}
 	for name, payload := range cases {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			raw := rawUpstream(t, "a", "", func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Type", "text/event-stream")
 				io.WriteString(w, payload)
@@ -530,10 +567,12 @@ func TestBadStreamBeforeContentFallsOver(t *testing.T) {
 }
 
 func TestHalfEventAtEndOfStream(t *testing.T) {
+	t.Parallel()
 	half := `data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"tw`
 	content := `data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"one"}}]}` + "\n\n"
 
 	t.Run("before commit falls over", func(t *testing.T) {
+		t.Parallel()
 		a := rawUpstream(t, "a", "", sseHandler([]string{roleChunk, half}, nil))
 		b := detourtest.NewVendor(t, rewrite.OpenAI, "b")
 		r := newRunner(t, "api.openai.com", openaiPolicy([]string{a, upstreamJSON("b", b, "")}, `["a","b"]`, ""))
@@ -547,6 +586,7 @@ func TestHalfEventAtEndOfStream(t *testing.T) {
 		}
 	})
 	t.Run("after commit is dropped, then an error event", func(t *testing.T) {
+		t.Parallel()
 		a := rawUpstream(t, "a", "", sseHandler([]string{roleChunk, content, half}, nil))
 		r := newRunner(t, "api.openai.com", openaiPolicy([]string{a}, `["a"]`, ""))
 		resp := post(t, r.srv.URL+"/v1/chat/completions", streamBody)
@@ -557,6 +597,7 @@ func TestHalfEventAtEndOfStream(t *testing.T) {
 		}
 	})
 	t.Run("whole JSON without the final blank line is repaired", func(t *testing.T) {
+		t.Parallel()
 		a := rawUpstream(t, "a", "", sseHandler([]string{roleChunk, content, `data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\n", "data: [DONE]"}, nil))
 		r := newRunner(t, "api.openai.com", openaiPolicy([]string{a}, `["a"]`, ""))
 		resp := post(t, r.srv.URL+"/v1/chat/completions", streamBody)
@@ -568,6 +609,7 @@ func TestHalfEventAtEndOfStream(t *testing.T) {
 }
 
 func TestAccountHeadersStayWithTheAppKey(t *testing.T) {
+	t.Parallel()
 	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
 	b := detourtest.NewVendor(t, rewrite.OpenAI, "b")
 	keyFile := filepath.Join(t.TempDir(), "k")
@@ -599,6 +641,7 @@ func crossUpstream(name string, v *detourtest.Vendor, keyFile string, model stri
 }
 
 func TestTranslationSkipsWhatTheTargetCannotTakeAndNotesLossyChanges(t *testing.T) {
+	t.Parallel()
 	ant := detourtest.NewVendor(t, rewrite.Anthropic, "ant")
 	gem := detourtest.NewVendor(t, rewrite.Gemini, "gem")
 	keyFile := filepath.Join(t.TempDir(), "k")
@@ -634,6 +677,7 @@ func TestTranslationSkipsWhatTheTargetCannotTakeAndNotesLossyChanges(t *testing.
 }
 
 func TestOnlyChatRequestsAreTranslated(t *testing.T) {
+	t.Parallel()
 	// The fake vendor has no Responses API; this upstream is overloaded
 	// for every path.
 	oa := rawUpstream(t, "oa", "", func(w http.ResponseWriter, r *http.Request) {
@@ -659,6 +703,7 @@ func TestOnlyChatRequestsAreTranslated(t *testing.T) {
 }
 
 func TestARefusedTranslatedRequestFallsOver(t *testing.T) {
+	t.Parallel()
 	oa := detourtest.NewVendor(t, rewrite.OpenAI, "oa")
 	gem := detourtest.NewVendor(t, rewrite.Gemini, "gem")
 	oa.SetDefault(fv.Fault{Kind: fv.Status, Status: 400, Class: fv.ClassInvalidRequest})

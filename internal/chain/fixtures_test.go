@@ -171,3 +171,27 @@ func waitFor(t *testing.T, what string, ch <-chan struct{}) {
 		t.Fatalf("timed out waiting for %s", what)
 	}
 }
+
+// eventually reports whether cond holds within 10 s, checking it every
+// millisecond: a bounded poll, for state nothing announces (a fake vendor's
+// in-flight count).
+func eventually(cond func() bool) bool {
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		<-tick.C
+	}
+	return true
+}
+
+// waitUntil is eventually that fails the test when cond never holds.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	if !eventually(cond) {
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}

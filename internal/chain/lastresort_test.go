@@ -17,6 +17,7 @@ import (
 const sorry = `"sorry": {"shape": "static", "text": "The assistant is busy."}`
 
 func TestStaticAnswersWhenTheChainFails(t *testing.T) {
+	t.Parallel()
 	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
 	r := newRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, ""), sorry}, `["a","sorry"]`, ""))
 	a.SetDefault(fv.Fault{Kind: fv.Status, Status: 503})
@@ -54,6 +55,7 @@ func TestStaticAnswersWhenTheChainFails(t *testing.T) {
 }
 
 func TestCacheServesTheLastGoodAnswerWhenEverythingFails(t *testing.T) {
+	t.Parallel()
 	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
 	r := newRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, "")}, `["a"]`, `, "cache": {"entries": 10, "ttl": "1h"}`))
 	cold := `{"model":"gpt-4o","temperature":0,"messages":[{"role":"user","content":"What is 2+2?"}]}`
@@ -118,8 +120,10 @@ func TestCacheServesTheLastGoodAnswerWhenEverythingFails(t *testing.T) {
 }
 
 func TestCacheStoresStreamsAndServesThemWhole(t *testing.T) {
+	t.Parallel()
 	for _, shape := range []rewrite.Shape{rewrite.OpenAI, rewrite.Anthropic, rewrite.Gemini} {
 		t.Run(string(shape), func(t *testing.T) {
+			t.Parallel()
 			a := detourtest.NewVendor(t, shape, "a")
 			path, streamPath, body, streamB := "/v1/chat/completions", "/v1/chat/completions",
 				`{"model":"gpt-4o","temperature":0,"messages":[{"role":"user","content":"hi"}]}`,
@@ -155,6 +159,7 @@ func TestCacheStoresStreamsAndServesThemWhole(t *testing.T) {
 // By default a request without temperature (the vendors' default is 1) is
 // neither stored nor served; TTL and entries bound what is served.
 func TestCacheSkipsDefaultTemperatureAndBoundsTTLAndEntries(t *testing.T) {
+	t.Parallel()
 	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
 	clk := newClock()
 	r, _ := newLoggedRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, "")}, `["a"]`, `, "cache": {"entries": 1, "ttl": "10m"}`), clk)
@@ -196,6 +201,7 @@ func TestCacheSkipsDefaultTemperatureAndBoundsTTLAndEntries(t *testing.T) {
 // with hedging too: the same answer as the chain without the middle
 // upstreams gives after the same deadline.
 func TestDeadlineStillServesTheStaticLastResort(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, chain, extra string
 	}{
@@ -205,6 +211,7 @@ func TestDeadlineStillServesTheStaticLastResort(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
 			b := detourtest.NewVendor(t, rewrite.OpenAI, "b")
 			cv := detourtest.NewVendor(t, rewrite.OpenAI, "c")
@@ -222,6 +229,7 @@ func TestDeadlineStillServesTheStaticLastResort(t *testing.T) {
 }
 
 func TestCachedAnswerBeatsTheStaticText(t *testing.T) {
+	t.Parallel()
 	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
 	r := newRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, ""), sorry}, `["a","sorry"]`, `, "cache": {"allow_temperature": true}`))
 	openaiText(t, post(t, r.srv.URL+"/v1/chat/completions", chatBody))
@@ -241,8 +249,10 @@ func TestCachedAnswerBeatsTheStaticText(t *testing.T) {
 // alt=sse is one JSON array; an error chunk in it, or an array cut short,
 // falls over like its SSE twin.
 func TestGeminiArrayStreamFaultsFallOver(t *testing.T) {
+	t.Parallel()
 	for _, f := range []fv.Fault{{Kind: fv.StreamErrorEarly}, {Kind: fv.StreamErrorMid}, {Kind: fv.StreamEOF}, {Kind: fv.StreamCut}} {
 		t.Run(string(f.Kind), func(t *testing.T) {
+			t.Parallel()
 			a := detourtest.NewVendor(t, rewrite.Gemini, "a")
 			b := detourtest.NewVendor(t, rewrite.Gemini, "b")
 			pol := fmt.Sprintf(`{"upstreams": {%s, %s}, "routes": [{"name": "r", "match": {"host": %q}, "chain": ["a", "b"]}]}`,
@@ -264,6 +274,7 @@ func TestGeminiArrayStreamFaultsFallOver(t *testing.T) {
 // A Gemini stream without alt=sse is one JSON array (application/json):
 // the vendor's own format, not a bad response.
 func TestGeminiArrayStreamIsNotABadResponse(t *testing.T) {
+	t.Parallel()
 	a := detourtest.NewVendor(t, rewrite.Gemini, "a")
 	b := detourtest.NewVendor(t, rewrite.Gemini, "b")
 	r := newRunner(t, rewrite.Gemini.DefaultHost(), routePolicy(rewrite.Gemini, []string{upstreamJSON("a", a, ""), upstreamJSON("b", b, "")}, `["a","b"]`, ""))

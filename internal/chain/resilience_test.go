@@ -104,6 +104,7 @@ func openaiText(t *testing.T, resp *http.Response) string {
 }
 
 func TestRetryHonoursRetryAfterThenAnswers(t *testing.T) {
+	t.Parallel()
 	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
 	b := detourtest.NewVendor(t, rewrite.OpenAI, "b")
 	r, clk := newClockedRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, ""), upstreamJSON("b", b, "")}, `["a","b"]`, ""))
@@ -129,6 +130,7 @@ func TestRetryHonoursRetryAfterThenAnswers(t *testing.T) {
 }
 
 func TestRetryAfterBeyondLimitFallsOverAtOnce(t *testing.T) {
+	t.Parallel()
 	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
 	b := detourtest.NewVendor(t, rewrite.OpenAI, "b")
 	r, clk := newClockedRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, ""), upstreamJSON("b", b, "")}, `["a","b"]`,
@@ -152,6 +154,7 @@ func TestRetryAfterBeyondLimitFallsOverAtOnce(t *testing.T) {
 }
 
 func TestRetryBackoffIsJitteredAndBounded(t *testing.T) {
+	t.Parallel()
 	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
 	b := detourtest.NewVendor(t, rewrite.OpenAI, "b")
 	r, clk := newClockedRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, ""), upstreamJSON("b", b, "")}, `["a","b"]`,
@@ -181,6 +184,7 @@ func TestRetryBackoffIsJitteredAndBounded(t *testing.T) {
 }
 
 func TestNoRetryAfterCommitOrForStopClasses(t *testing.T) {
+	t.Parallel()
 	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
 	b := detourtest.NewVendor(t, rewrite.OpenAI, "b")
 	r, _ := newClockedRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, ""), upstreamJSON("b", b, "")}, `["a","b"]`,
@@ -207,6 +211,7 @@ func TestNoRetryAfterCommitOrForStopClasses(t *testing.T) {
 // Gemini's RetryInfo.retryDelay alone (no retry-after header, no hint in
 // the message) sets the retry wait.
 func TestGeminiRetryInfoSetsTheRetryWait(t *testing.T) {
+	t.Parallel()
 	var calls atomic.Int64
 	raw := rawShapedUpstream(t, "a", rewrite.Gemini, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -240,6 +245,7 @@ func TestGeminiRetryInfoSetsTheRetryWait(t *testing.T) {
 // The same through the fake vendor: its Gemini rate limit sends no
 // retry-after header, only RetryInfo (26s by default).
 func TestGeminiRateLimitRetryInfoIsHonouredWithinTheLimit(t *testing.T) {
+	t.Parallel()
 	a := detourtest.NewVendor(t, rewrite.Gemini, "a")
 	b := detourtest.NewVendor(t, rewrite.Gemini, "b")
 	r, clk := newClockedRunner(t, rewrite.Gemini.DefaultHost(), routePolicy(rewrite.Gemini, []string{upstreamJSON("a", a, ""), upstreamJSON("b", b, "")}, `["a","b"]`,
@@ -261,6 +267,7 @@ func TestGeminiRateLimitRetryInfoIsHonouredWithinTheLimit(t *testing.T) {
 
 // retry-after-ms wins over retry-after and sets the wait.
 func TestRetryAfterMsWinsOverRetryAfter(t *testing.T) {
+	t.Parallel()
 	var calls atomic.Int64
 	raw := rawShapedUpstream(t, "a", rewrite.OpenAI, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -289,6 +296,7 @@ func TestRetryAfterMsWinsOverRetryAfter(t *testing.T) {
 // A retry-after within honor_retry_after_up_to but past what is left of the
 // deadline falls over at once.
 func TestRetryAfterPastTheDeadlineFallsOverAtOnce(t *testing.T) {
+	t.Parallel()
 	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
 	b := detourtest.NewVendor(t, rewrite.OpenAI, "b")
 	r, clk := newClockedRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, ""), upstreamJSON("b", b, "")}, `["a","b"]`,
@@ -312,7 +320,9 @@ func TestRetryAfterPastTheDeadlineFallsOverAtOnce(t *testing.T) {
 // started): the app hears the upstream's own 5xx, not a 400 "no upstream
 // serves model" or a 429 "local limit" as if nothing had been sent.
 func TestRetryThatDoesNotHappenKeepsItsFailure(t *testing.T) {
+	t.Parallel()
 	t.Run("deadline passes during the wait", func(t *testing.T) {
+		t.Parallel()
 		a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
 		a.SetDefault(fv.Fault{Kind: fv.Status, Status: 500})
 		r := startRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, "")}, `["a"]`,
@@ -320,8 +330,12 @@ func TestRetryThatDoesNotHappenKeepsItsFailure(t *testing.T) {
 			func(cr *chain.Runner) {
 				// A wait that ends late (a loaded scheduler, a GC pause): the
 				// wait was shorter than what was left, the wake-up is not.
+				// The deadline runs on the Runner's clock, so the late
+				// wake-up is the clock moving 2.2 s.
+				clk := newClock()
+				cr.Now = clk.Now
 				cr.Sleep = func(ctx context.Context, d time.Duration) error {
-					time.Sleep(2200 * time.Millisecond)
+					clk.Advance(2200 * time.Millisecond)
 					return ctx.Err()
 				}
 			})
@@ -336,6 +350,7 @@ func TestRetryThatDoesNotHappenKeepsItsFailure(t *testing.T) {
 		}
 	})
 	t.Run("local limit refuses the retry", func(t *testing.T) {
+		t.Parallel()
 		a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
 		a.SetDefault(fv.Fault{Kind: fv.Status, Status: 500})
 		r, _ := newClockedRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, `, "limits": {"rpm": 1, "burst": 1}`)}, `["a"]`,
@@ -350,6 +365,7 @@ func TestRetryThatDoesNotHappenKeepsItsFailure(t *testing.T) {
 }
 
 func TestBreakerOpensSkipsAndRecovers(t *testing.T) {
+	t.Parallel()
 	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
 	b := detourtest.NewVendor(t, rewrite.OpenAI, "b")
 	r, clk := newClockedRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, ""), upstreamJSON("b", b, "")}, `["a","b"]`,
@@ -397,6 +413,7 @@ func TestBreakerOpensSkipsAndRecovers(t *testing.T) {
 }
 
 func TestBreakerCountsTimeoutsApartAndIgnoresClientErrors(t *testing.T) {
+	t.Parallel()
 	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
 	b := detourtest.NewVendor(t, rewrite.OpenAI, "b")
 	r, clk := newClockedRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, `, "timeouts": {"first_byte": "250ms"}`), upstreamJSON("b", b, "")}, `["a","b"]`,
@@ -431,6 +448,7 @@ func TestBreakerCountsTimeoutsApartAndIgnoresClientErrors(t *testing.T) {
 }
 
 func TestBreakerNeverSkipsTheLastUpstream(t *testing.T) {
+	t.Parallel()
 	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
 	r, _ := newClockedRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, "")}, `["a"]`,
 		`, "breaker": {"consecutive_failures": 2}`))
@@ -445,6 +463,7 @@ func TestBreakerNeverSkipsTheLastUpstream(t *testing.T) {
 
 // The failure-rate trigger, with its minimum of requests, through the chain.
 func TestBreakerOpensOnFailureRateAfterMinRequests(t *testing.T) {
+	t.Parallel()
 	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
 	b := detourtest.NewVendor(t, rewrite.OpenAI, "b")
 	r, clk := newClockedRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, ""), upstreamJSON("b", b, "")}, `["a","b"]`,
@@ -474,6 +493,7 @@ func TestBreakerOpensOnFailureRateAfterMinRequests(t *testing.T) {
 // bad_response counts as a hard failure; rate limits and local limits never
 // count.
 func TestBreakerCountsBadResponseNotRateLimits(t *testing.T) {
+	t.Parallel()
 	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
 	b := detourtest.NewVendor(t, rewrite.OpenAI, "b")
 	r, clk := newClockedRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, ""), upstreamJSON("b", b, "")}, `["a","b"]`,
@@ -495,6 +515,7 @@ func TestBreakerCountsBadResponseNotRateLimits(t *testing.T) {
 }
 
 func TestConcurrencyLimitSkipsToTheNextUpstream(t *testing.T) {
+	t.Parallel()
 	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
 	b := detourtest.NewVendor(t, rewrite.OpenAI, "b")
 	r := newRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, `, "limits": {"concurrency": 1}`), upstreamJSON("b", b, "")}, `["a","b"]`, ""))
@@ -511,9 +532,7 @@ func TestConcurrencyLimitSkipsToTheNextUpstream(t *testing.T) {
 		defer resp.Body.Close()
 		first <- openaiText(t, resp)
 	}()
-	for a.InFlight() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	waitUntil(t, "a's first request", func() bool { return a.InFlight() != 0 })
 	if got := openaiText(t, post(t, r.srv.URL+"/v1/chat/completions", chatBody)); got != "Hello from b." {
 		t.Errorf("second answer %q; want b's (a is at its concurrency limit)", got)
 	}
@@ -535,6 +554,7 @@ func TestConcurrencyLimitSkipsToTheNextUpstream(t *testing.T) {
 }
 
 func TestRPMLimitOnTheOnlyUpstreamAnswers429(t *testing.T) {
+	t.Parallel()
 	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
 	r, clk := newClockedRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, `, "limits": {"rpm": 60, "burst": 2}`)}, `["a"]`, ""))
 	for range 2 {
@@ -559,8 +579,10 @@ func TestRPMLimitOnTheOnlyUpstreamAnswers429(t *testing.T) {
 }
 
 func TestHedgeStartsNextWhenSlowAndLoserIsCancelled(t *testing.T) {
+	t.Parallel()
 	for _, stream := range []bool{false, true} {
 		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
+			t.Parallel()
 			a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
 			b := detourtest.NewVendor(t, rewrite.OpenAI, "b")
 			r := newRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, ""), upstreamJSON("b", b, "")}, `["a","b"]`, `, "hedge_after": "50ms"`))
@@ -596,6 +618,7 @@ func TestHedgeStartsNextWhenSlowAndLoserIsCancelled(t *testing.T) {
 }
 
 func TestHedgeNotStartedWhenFirstAnswersInTime(t *testing.T) {
+	t.Parallel()
 	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
 	b := detourtest.NewVendor(t, rewrite.OpenAI, "b")
 	r := newRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, ""), upstreamJSON("b", b, "")}, `["a","b"]`, `, "hedge_after": "2s"`))
@@ -621,8 +644,10 @@ func TestHedgeNotStartedWhenFirstAnswersInTime(t *testing.T) {
 // hedge loses, is cancelled, and is logged hedge_lost with hedge true — for
 // a stream too.
 func TestHedgedFirstLaneThatCommitsFirstWins(t *testing.T) {
+	t.Parallel()
 	for _, stream := range []bool{false, true} {
 		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
+			t.Parallel()
 			a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
 			b := detourtest.NewVendor(t, rewrite.OpenAI, "b")
 			r, logs := newLoggedRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, ""), upstreamJSON("b", b, "")}, `["a","b"]`, `, "hedge_after": "50ms"`), nil)
@@ -661,6 +686,7 @@ func TestHedgedFirstLaneThatCommitsFirstWins(t *testing.T) {
 // A hedged stream whose first lane hangs: the hedge, itself slow to its
 // first byte, answers the whole stream.
 func TestHedgeAnswersTheStreamWhenTheFirstLaneHangs(t *testing.T) {
+	t.Parallel()
 	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
 	b := detourtest.NewVendor(t, rewrite.OpenAI, "b")
 	r := newRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, ""), upstreamJSON("b", b, "")}, `["a","b"]`, `, "hedge_after": "30ms"`))
@@ -680,6 +706,7 @@ func TestHedgeAnswersTheStreamWhenTheFirstLaneHangs(t *testing.T) {
 // end hedge_lost, with a lane the claim did not cancel and that Serve would
 // wait for.
 func TestHedgeStartsNoUpstreamAfterAWinner(t *testing.T) {
+	t.Parallel()
 	releaseA, finishA := make(chan struct{}), make(chan struct{})
 	bClose := &closeGate{Reader: strings.NewReader(overloadedBody), closing: make(chan struct{}), release: make(chan struct{})}
 	var claimed atomic.Bool
@@ -775,6 +802,7 @@ func TestHedgeStartsNoUpstreamAfterAWinner(t *testing.T) {
 // deferred end, so the upstream's concurrency slot and breaker ticket are
 // given back, and net/http recovers the handler.
 func TestPanicInSequentialAttemptReleasesItsSlot(t *testing.T) {
+	t.Parallel()
 	var calls atomic.Int32
 	rt := rtFunc(func(req *http.Request) (*http.Response, error) {
 		if calls.Add(1) == 1 {
@@ -804,6 +832,7 @@ func TestPanicInSequentialAttemptReleasesItsSlot(t *testing.T) {
 // process below serves one hedged request whose first upstream panics; it
 // must survive.
 func TestPanicInAHedgedLaneIsNotFatal(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("DETOUR_PANIC_CHILD") == "1" {
 		rt := rtFunc(func(req *http.Request) (*http.Response, error) {
 			if req.URL.Hostname() == "a.test" {
@@ -836,6 +865,7 @@ func TestPanicInAHedgedLaneIsNotFatal(t *testing.T) {
 }
 
 func TestTiersPickTheChain(t *testing.T) {
+	t.Parallel()
 	hard := detourtest.NewVendor(t, rewrite.OpenAI, "hard")
 	easy := detourtest.NewVendor(t, rewrite.OpenAI, "easy")
 	pol := fmt.Sprintf(`{"upstreams": {%s, %s},
@@ -882,6 +912,7 @@ func TestTiersPickTheChain(t *testing.T) {
 }
 
 func TestTiersFromCodeBlocksAndFilesPickTheChain(t *testing.T) {
+	t.Parallel()
 	hard := detourtest.NewVendor(t, rewrite.OpenAI, "hard")
 	easy := detourtest.NewVendor(t, rewrite.OpenAI, "easy")
 	pol := fmt.Sprintf(`{"upstreams": {%s, %s},
@@ -923,6 +954,7 @@ func TestTiersFromCodeBlocksAndFilesPickTheChain(t *testing.T) {
 }
 
 func TestHedgedClientGoneCancelsEveryLane(t *testing.T) {
+	t.Parallel()
 	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
 	b := detourtest.NewVendor(t, rewrite.OpenAI, "b")
 	r := newRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, ""), upstreamJSON("b", b, "")}, `["a","b"]`, `, "hedge_after": "20ms"`))
@@ -938,18 +970,14 @@ func TestHedgedClientGoneCancelsEveryLane(t *testing.T) {
 			resp.Body.Close()
 		}
 	}()
-	for b.InFlight() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	waitUntil(t, "b's request", func() bool { return b.InFlight() != 0 })
 	cancel()
 	<-done
 	rec := r.record(t)
 	if rec.Status != 499 || trail(rec) != "a:client_gone b:client_gone" && trail(rec) != "b:client_gone a:client_gone" {
 		t.Errorf("status %d attempts %q; want 499 and both lanes client_gone", rec.Status, trail(rec))
 	}
-	for a.InFlight()+b.InFlight() != 0 {
-		time.Sleep(time.Millisecond)
-	}
+	waitUntil(t, "both lanes to end", func() bool { return a.InFlight()+b.InFlight() == 0 })
 	for _, n := range []string{"a", "b"} {
 		if st := r.health.Breaker(n, time.Now()); st.ConsecutiveTimeouts+st.ConsecutiveFailures != 0 {
 			t.Errorf("%s: the app going away counted against the breaker: %+v", n, st)
@@ -958,6 +986,7 @@ func TestHedgedClientGoneCancelsEveryLane(t *testing.T) {
 }
 
 func TestEveryUpstreamOutOfQuotaSaysQuota(t *testing.T) {
+	t.Parallel()
 	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
 	r, _ := newClockedRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, "")}, `["a"]`, `, "never_skip_last": false`))
 	a.SetDefault(fv.Fault{Kind: fv.Status, Status: 429, Class: fv.ClassInsufficientQuota})
@@ -973,6 +1002,7 @@ func TestEveryUpstreamOutOfQuotaSaysQuota(t *testing.T) {
 }
 
 func TestQuotaCooldownLastsAsTheBodySays(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name  string
 		shape rewrite.Shape
@@ -991,6 +1021,7 @@ func TestQuotaCooldownLastsAsTheBodySays(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			clk := newClock()
 			a := newTimedVendor(t, c.shape, "a", clk.Now)
 			b := detourtest.NewVendor(t, c.shape, "b")
@@ -1038,6 +1069,7 @@ func TestQuotaCooldownLastsAsTheBodySays(t *testing.T) {
 // the cooldown then: five minutes before Pacific midnight, a Gemini per-day
 // quota is back in five minutes, not after the default ten.
 func TestQuotaCooldownEndsAtASoonerResetFromTheBody(t *testing.T) {
+	t.Parallel()
 	clk := newClock()
 	clk.Advance(19*time.Hour + 55*time.Minute) // 2026-12-01 07:55 UTC, 23:55 in Los Angeles
 	a := newTimedVendor(t, rewrite.Gemini, "a", clk.Now)
@@ -1057,6 +1089,7 @@ func TestQuotaCooldownEndsAtASoonerResetFromTheBody(t *testing.T) {
 // more than 3 — the rest go on to the static last resort at once instead of
 // queueing.
 func TestFailoverStormDoesNotFlattenTheBackup(t *testing.T) {
+	t.Parallel()
 	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
 	a.SetDefault(fv.Fault{Kind: fv.Status, Status: 503})
 	release := make(chan struct{})
@@ -1103,10 +1136,7 @@ func TestFailoverStormDoesNotFlattenTheBackup(t *testing.T) {
 		}
 	}
 	// The three that hold the backup's slots reach it (TLS and all).
-	deadline := time.Now().Add(5 * time.Second)
-	for inFlight.Load() < 3 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	eventually(func() bool { return inFlight.Load() >= 3 })
 	if got := inFlight.Load(); got != 3 {
 		t.Errorf("backup in flight %d; want 3", got)
 	}
