@@ -31,7 +31,9 @@ import (
 // runner serves the chain for host on a plain HTTP test server: no goproxy,
 // no TLS interception — the chain on its own.
 type runner struct {
-	srv     *httptest.Server
+	srv *httptest.Server
+	// handler is what srv serves: Runner.Serve with the bookkeeping below.
+	handler http.Handler
 	mu      sync.Mutex
 	records []*chain.Record
 	health  *health.Registry
@@ -80,6 +82,16 @@ func newRunner(t *testing.T, host, policyJSON string) *runner {
 // serves (a virtual clock, a log writer, a transport override).
 func startRunner(t *testing.T, host, policyJSON string, tune func(*chain.Runner)) *runner {
 	t.Helper()
+	r := buildRunner(t, host, policyJSON, tune)
+	r.srv = httptest.NewServer(r.handler)
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+// buildRunner is startRunner without the server: r.handler serves the
+// chain, r.srv is nil.
+func buildRunner(t *testing.T, host, policyJSON string, tune func(*chain.Runner)) *runner {
+	t.Helper()
 	pol, err := policy.Compile("policy.json", []byte(policyJSON), policy.Options{BaseDir: t.TempDir(), DefaultCADir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +112,7 @@ func startRunner(t *testing.T, host, policyJSON string, tune func(*chain.Runner)
 	if tune != nil {
 		tune(cr)
 	}
-	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	r.handler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.mu.Lock()
 		r.started++
 		seq := r.started
@@ -115,8 +127,7 @@ func startRunner(t *testing.T, host, policyJSON string, tune func(*chain.Runner)
 		r.running--
 		r.bump()
 		r.mu.Unlock()
-	}))
-	t.Cleanup(r.srv.Close)
+	})
 	return r
 }
 

@@ -195,3 +195,55 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		t.Fatalf("timed out waiting for %s", what)
 	}
 }
+
+// newMemRunner is startRunner without a listener: requests go to the chain
+// in process (serveMem), so that a test whose upstreams are in memory too
+// (Transports.Override) can run in a testing/synctest bubble, where
+// loopback sockets do not block durably.
+func newMemRunner(t *testing.T, host, policyJSON string, tune func(*chain.Runner)) *runner {
+	t.Helper()
+	return buildRunner(t, host, policyJSON, tune)
+}
+
+// serveMem serves req in process and returns the response once its
+// headers are written; its body streams as the chain writes (and flushes)
+// it, and must be read to the end.
+func (r *runner) serveMem(req *http.Request) *http.Response {
+	pr, pw := io.Pipe()
+	w := &memWriter{h: http.Header{}, pw: pw, ready: make(chan struct{}),
+		resp: &http.Response{Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Body: pr, Request: req}}
+	go func() {
+		defer pw.Close()
+		r.handler.ServeHTTP(w, req)
+		w.WriteHeader(http.StatusOK)
+	}()
+	<-w.ready
+	return w.resp
+}
+
+// memWriter is the app's end of serveMem: an http.ResponseWriter and
+// http.Flusher whose body is a pipe to the test.
+type memWriter struct {
+	h     http.Header
+	pw    *io.PipeWriter
+	once  sync.Once
+	ready chan struct{}
+	resp  *http.Response
+}
+
+func (m *memWriter) Header() http.Header { return m.h }
+
+func (m *memWriter) WriteHeader(code int) {
+	m.once.Do(func() {
+		m.resp.StatusCode, m.resp.Status = code, http.StatusText(code)
+		m.resp.Header = m.h.Clone()
+		close(m.ready)
+	})
+}
+
+func (m *memWriter) Write(p []byte) (int, error) {
+	m.WriteHeader(http.StatusOK)
+	return m.pw.Write(p)
+}
+
+func (m *memWriter) Flush() {}

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/detour-proxy/detour/internal/chain"
@@ -707,6 +708,12 @@ func TestHedgeAnswersTheStreamWhenTheFirstLaneHangs(t *testing.T) {
 // wait for.
 func TestHedgeStartsNoUpstreamAfterAWinner(t *testing.T) {
 	t.Parallel()
+	// In a synctest bubble, app and upstreams in memory: synctest.Wait
+	// tells when b's failure has reached runHedged, on virtual time.
+	synctest.Test(t, testHedgeStartsNoUpstreamAfterAWinner)
+}
+
+func testHedgeStartsNoUpstreamAfterAWinner(t *testing.T) {
 	releaseA, finishA := make(chan struct{}), make(chan struct{})
 	bClose := &closeGate{Reader: strings.NewReader(overloadedBody), closing: make(chan struct{}), release: make(chan struct{})}
 	var claimed atomic.Bool
@@ -745,7 +752,7 @@ func TestHedgeStartsNoUpstreamAfterAWinner(t *testing.T) {
 			return jsonResponse(req, 503, overloadedBody), nil
 		}
 	})
-	r := startRunner(t, "api.openai.com", openaiPolicy([]string{memUpstream("a", ""), memUpstream("b", ""), memUpstream("c", "")}, `["a","b","c"]`,
+	r := newMemRunner(t, "api.openai.com", openaiPolicy([]string{memUpstream("a", ""), memUpstream("b", ""), memUpstream("c", "")}, `["a","b","c"]`,
 		`, "hedge_after": "100ms", "breaker": {"enabled": false}`), func(cr *chain.Runner) { cr.Transports = &chain.Transports{Override: rt} })
 
 	type result struct {
@@ -754,10 +761,9 @@ func TestHedgeStartsNoUpstreamAfterAWinner(t *testing.T) {
 	}
 	got := make(chan result, 1)
 	go func() {
-		req, _ := http.NewRequest(http.MethodPost, r.srv.URL+"/v1/chat/completions", strings.NewReader(streamBody))
+		req, _ := http.NewRequest(http.MethodPost, "http://api.openai.com/v1/chat/completions", strings.NewReader(streamBody))
 		req.Header.Set("Authorization", "Bearer sk-app")
-		resp, err := http.DefaultClient.Do(req)
-		got <- result{resp, err}
+		got <- result{r.serveMem(req), nil}
 	}()
 
 	// a is slow: b starts as a hedge and fails with a 503. Its failure is
@@ -783,10 +789,9 @@ func TestHedgeStartsNoUpstreamAfterAWinner(t *testing.T) {
 	claimed.Store(true)
 	// b's lane reports its failure only now, after a's claim.
 	close(bClose.release)
-	deadline := time.Now().Add(time.Second)
-	for cAfterClaim.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	// Every goroutine of the request is blocked again: b's result has
+	// reached runHedged and started whatever it was going to start.
+	synctest.Wait()
 	close(finishA)
 	io.Copy(io.Discard, br)
 	rec := r.record(t)
