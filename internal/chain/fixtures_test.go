@@ -136,6 +136,14 @@ func memUpstream(name, extra string) string {
 	return fmt.Sprintf(`%q: {"shape": "openai", "base_url": "https://%s.test/v1", "auth": {"from": "client"}%s}`, name, name, extra)
 }
 
+// invalidRequestBody is OpenAI's 400 for a request without messages.
+const invalidRequestBody = `{"error":{"message":"Missing required parameter: 'messages'.","type":"invalid_request_error","param":"messages","code":"missing_required_parameter"}}`
+
+// helloFrom is an OpenAI chat completion that says "Hello from NAME.".
+func helloFrom(name string) string {
+	return `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"Hello from ` + name + `."},"finish_reason":"stop"}]}`
+}
+
 const overloadedBody = `{"error":{"message":"The engine is currently overloaded","type":"server_error","param":null,"code":"server_is_overloaded"}}`
 
 func jsonResponse(req *http.Request, status int, body string) *http.Response {

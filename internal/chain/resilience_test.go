@@ -415,18 +415,38 @@ func TestBreakerOpensSkipsAndRecovers(t *testing.T) {
 
 func TestBreakerCountsTimeoutsApartAndIgnoresClientErrors(t *testing.T) {
 	t.Parallel()
-	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
-	b := detourtest.NewVendor(t, rewrite.OpenAI, "b")
-	r, clk := newClockedRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, `, "timeouts": {"first_byte": "250ms"}`), upstreamJSON("b", b, "")}, `["a","b"]`,
-		`, "breaker": {"consecutive_failures": 2, "consecutive_timeouts": 4, "min_requests": 20}`))
-	// first_byte is wall-clock time: it must be long enough that a prompt
-	// 400 from the fake is never late on a loaded machine (30ms was, and
-	// the stray timeout opened the breaker one request early).
+	// In a synctest bubble, app and upstreams in memory: a's first_byte
+	// timeouts pass on virtual time, so a prompt 400 is never late.
+	synctest.Test(t, testBreakerCountsTimeoutsApartAndIgnoresClientErrors)
+}
+
+func testBreakerCountsTimeoutsApartAndIgnoresClientErrors(t *testing.T) {
+	var aHangs atomic.Bool
+	rt := rtFunc(func(req *http.Request) (*http.Response, error) {
+		if req.URL.Hostname() == "b.test" {
+			return jsonResponse(req, 200, openaiOK), nil
+		}
+		if aHangs.Load() {
+			<-req.Context().Done()
+			return nil, req.Context().Err()
+		}
+		return jsonResponse(req, 400, invalidRequestBody), nil
+	})
+	clk := newClock()
+	r := newMemRunner(t, "api.openai.com", openaiPolicy([]string{memUpstream("a", `, "timeouts": {"first_byte": "250ms"}`), memUpstream("b", "")}, `["a","b"]`,
+		`, "breaker": {"consecutive_failures": 2, "consecutive_timeouts": 4, "min_requests": 20}`),
+		func(cr *chain.Runner) {
+			cr.Transports = &chain.Transports{Override: rt}
+			cr.Now, cr.Sleep = clk.Now, clk.Sleep
+		})
+	send := func() {
+		req, _ := http.NewRequest(http.MethodPost, "http://api.openai.com/v1/chat/completions", strings.NewReader(chatBody))
+		io.Copy(io.Discard, r.serveMem(req).Body)
+	}
 
 	// Client errors never count, however many.
-	a.SetDefault(fv.Fault{Kind: fv.Status, Status: 400, Class: fv.ClassInvalidRequest})
 	for range 5 {
-		io.Copy(io.Discard, post(t, r.srv.URL+"/v1/chat/completions", chatBody).Body)
+		send()
 	}
 	if st := r.health.Breaker("a", clk.Now()); st.State != health.BreakerClosed || st.ConsecutiveFailures != 0 || st.ConsecutiveTimeouts != 0 {
 		t.Fatalf("after 400s: %+v; want closed, nothing counted", st)
@@ -434,15 +454,15 @@ func TestBreakerCountsTimeoutsApartAndIgnoresClientErrors(t *testing.T) {
 
 	// Three slow answers are soft failures: below their own threshold,
 	// though above the hard one.
-	a.SetDefault(fv.Fault{Kind: fv.Hang, Delay: time.Second})
+	aHangs.Store(true)
 	for range 3 {
-		io.Copy(io.Discard, post(t, r.srv.URL+"/v1/chat/completions", chatBody).Body)
+		send()
 	}
 	st := r.health.Breaker("a", clk.Now())
 	if st.State != health.BreakerClosed || st.ConsecutiveTimeouts != 3 {
 		t.Fatalf("after 3 timeouts: %+v; want closed with 3 timeouts counted", st)
 	}
-	io.Copy(io.Discard, post(t, r.srv.URL+"/v1/chat/completions", chatBody).Body)
+	send()
 	if st := r.health.Breaker("a", clk.Now()); st.State != health.BreakerOpen {
 		t.Errorf("after 4 timeouts: %v; want open", st.State)
 	}
@@ -517,10 +537,23 @@ func TestBreakerCountsBadResponseNotRateLimits(t *testing.T) {
 
 func TestConcurrencyLimitSkipsToTheNextUpstream(t *testing.T) {
 	t.Parallel()
-	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
-	b := detourtest.NewVendor(t, rewrite.OpenAI, "b")
-	r := newRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, `, "limits": {"concurrency": 1}`), upstreamJSON("b", b, "")}, `["a","b"]`, ""))
-	a.Script(fv.Fault{Kind: fv.SlowFirstByte, Delay: 300 * time.Millisecond})
+	// a holds its first request until the second one has been answered:
+	// in memory, so that "slow" is a channel, not a fixed delay.
+	var aCalls atomic.Int32
+	aHas, release := make(chan struct{}), make(chan struct{})
+	rt := rtFunc(func(req *http.Request) (*http.Response, error) {
+		name := req.URL.Hostname()
+		if name == "a.test" {
+			if aCalls.Add(1) == 1 {
+				close(aHas)
+				<-release
+			}
+			return jsonResponse(req, 200, helloFrom("a")), nil
+		}
+		return jsonResponse(req, 200, helloFrom("b")), nil
+	})
+	r := startRunner(t, "api.openai.com", openaiPolicy([]string{memUpstream("a", `, "limits": {"concurrency": 1}`), memUpstream("b", "")}, `["a","b"]`, ""),
+		func(cr *chain.Runner) { cr.Transports = &chain.Transports{Override: rt} })
 
 	first := make(chan string)
 	go func() {
@@ -533,10 +566,11 @@ func TestConcurrencyLimitSkipsToTheNextUpstream(t *testing.T) {
 		defer resp.Body.Close()
 		first <- openaiText(t, resp)
 	}()
-	waitUntil(t, "a's first request", func() bool { return a.InFlight() != 0 })
+	waitFor(t, "a's first request", aHas)
 	if got := openaiText(t, post(t, r.srv.URL+"/v1/chat/completions", chatBody)); got != "Hello from b." {
 		t.Errorf("second answer %q; want b's (a is at its concurrency limit)", got)
 	}
+	close(release)
 	if got := <-first; got != "Hello from a." {
 		t.Errorf("first answer %q", got)
 	}
@@ -549,8 +583,8 @@ func TestConcurrencyLimitSkipsToTheNextUpstream(t *testing.T) {
 	if limited == nil || trail(limited) != "a:skipped:local_limit b:ok" {
 		t.Fatalf("records: want one with a skipped for local_limit")
 	}
-	if a.Calls() != 1 {
-		t.Errorf("a called %d times; want 1", a.Calls())
+	if aCalls.Load() != 1 {
+		t.Errorf("a called %d times; want 1", aCalls.Load())
 	}
 }
 
