@@ -133,7 +133,7 @@ func buildRunner(t *testing.T, host, policyJSON string, tune func(*chain.Runner)
 
 // waitIdle waits for a fake vendor's requests to end, failing the test
 // when one is still in flight after 5 s (a loser that was not cancelled).
-func waitIdle(t *testing.T, v *detourtest.Vendor, what string) {
+func waitIdle(t *testing.T, v interface{ InFlight() int }, what string) {
 	t.Helper()
 	if !eventually(func() bool { return v.InFlight() == 0 }) {
 		t.Error(what)

@@ -255,3 +255,67 @@ func (m *memWriter) Write(p []byte) (int, error) {
 }
 
 func (m *memWriter) Flush() {}
+
+// memVendors is an upstream transport (Transports.Override) that serves
+// each request in process from the fake vendor its URL's host names
+// (NAME.test, as memUpstream writes it), streaming the answer through a
+// pipe. With it a test runs inside a testing/synctest bubble: the fakes'
+// delays and detour's timers pass on virtual time.
+type memVendors map[string]*fv.Vendor
+
+// newMemVendors makes one OpenAI-shaped fake vendor per name.
+func newMemVendors(names ...string) memVendors {
+	m := memVendors{}
+	for _, n := range names {
+		m[n] = fv.New(rewrite.OpenAI, fv.Options{Name: n})
+	}
+	return m
+}
+
+// RoundTrip answers once the vendor has written its headers, or fails
+// with the request's context.
+func (m memVendors) RoundTrip(req *http.Request) (*http.Response, error) {
+	v := m[strings.TrimSuffix(req.URL.Hostname(), ".test")]
+	pr, pw := io.Pipe()
+	w := &memWriter{h: http.Header{}, pw: pw, ready: make(chan struct{}),
+		resp: &http.Response{Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Body: pr, Request: req}}
+	go func() {
+		defer pw.Close()
+		v.ServeHTTP(w, req)
+		w.WriteHeader(http.StatusOK)
+	}()
+	select {
+	case <-w.ready:
+		return w.resp, nil
+	case <-req.Context().Done():
+		pr.Close()
+		return nil, req.Context().Err()
+	}
+}
+
+// newMemVendorRunner is newMemRunner over vendors: every upstream of the
+// policy is reached in memory.
+func newMemVendorRunner(t *testing.T, vendors memVendors, policyJSON string, tune func(*chain.Runner)) *runner {
+	t.Helper()
+	return newMemRunner(t, "api.openai.com", policyJSON, func(cr *chain.Runner) {
+		cr.Transports = &chain.Transports{Override: vendors}
+		if tune != nil {
+			tune(cr)
+		}
+	})
+}
+
+// post sends the app's request the way the runner serves: through its
+// server, or in process (serveMem) when it has none.
+func (r *runner) post(t *testing.T, path, body string) *http.Response {
+	t.Helper()
+	if r.srv != nil {
+		return post(t, r.srv.URL+path, body)
+	}
+	req, _ := http.NewRequest(http.MethodPost, "http://api.openai.com"+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer sk-app")
+	req.Header.Set("Content-Type", "application/json")
+	resp := r.serveMem(req)
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}

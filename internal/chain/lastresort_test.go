@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/detour-proxy/detour/internal/chain"
@@ -212,18 +213,20 @@ func TestDeadlineStillServesTheStaticLastResort(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
-			b := detourtest.NewVendor(t, rewrite.OpenAI, "b")
-			cv := detourtest.NewVendor(t, rewrite.OpenAI, "c")
-			a.SetDefault(fv.Fault{Kind: fv.Hang, Delay: time.Minute})
-			b.SetDefault(fv.Fault{Kind: fv.Hang, Delay: time.Minute})
-			r := newRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, ""), upstreamJSON("b", b, ""), upstreamJSON("c", cv, ""), sorry}, c.chain,
-				`, "deadline": "300ms"`+c.extra))
-			resp := post(t, r.srv.URL+"/v1/chat/completions", chatBody)
-			body, _ := io.ReadAll(resp.Body)
-			if resp.StatusCode != 200 || !strings.Contains(string(body), "The assistant is busy.") {
-				t.Errorf("status %d body %s (attempts %q); want the static answer", resp.StatusCode, body, trail(r.record(t)))
-			}
+			// In memory, in a synctest bubble: the deadline passes on
+			// virtual time.
+			synctest.Test(t, func(t *testing.T) {
+				vs := newMemVendors("a", "b", "c")
+				vs["a"].SetDefault(fv.Fault{Kind: fv.Hang, Delay: time.Minute})
+				vs["b"].SetDefault(fv.Fault{Kind: fv.Hang, Delay: time.Minute})
+				r := newMemVendorRunner(t, vs, openaiPolicy([]string{memUpstream("a", ""), memUpstream("b", ""), memUpstream("c", ""), sorry}, c.chain,
+					`, "deadline": "300ms"`+c.extra), nil)
+				resp := r.post(t, "/v1/chat/completions", chatBody)
+				body, _ := io.ReadAll(resp.Body)
+				if resp.StatusCode != 200 || !strings.Contains(string(body), "The assistant is busy.") {
+					t.Errorf("status %d body %s (attempts %q); want the static answer", resp.StatusCode, body, trail(r.record(t)))
+				}
+			})
 		})
 	}
 }

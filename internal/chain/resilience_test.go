@@ -19,6 +19,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/detour-proxy/detour/internal/chain"
 	"github.com/detour-proxy/detour/internal/detourtest"
 	fv "github.com/detour-proxy/detour/internal/fakevendor"
@@ -618,36 +620,38 @@ func TestHedgeStartsNextWhenSlowAndLoserIsCancelled(t *testing.T) {
 	for _, stream := range []bool{false, true} {
 		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
 			t.Parallel()
-			a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
-			b := detourtest.NewVendor(t, rewrite.OpenAI, "b")
-			r := newRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, ""), upstreamJSON("b", b, "")}, `["a","b"]`, `, "hedge_after": "50ms"`))
-			a.Script(fv.Fault{Kind: fv.Hang, Delay: 10 * time.Second})
+			synctest.Test(t, func(t *testing.T) {
+				vs := newMemVendors("a", "b")
+				a := vs["a"]
+				r := newMemVendorRunner(t, vs, openaiPolicy([]string{memUpstream("a", ""), memUpstream("b", "")}, `["a","b"]`, `, "hedge_after": "50ms"`), nil)
+				a.Script(fv.Fault{Kind: fv.Hang, Delay: 10 * time.Second})
 
-			body := chatBody
-			if stream {
-				body = streamBody
-			}
-			resp := post(t, r.srv.URL+"/v1/chat/completions", body)
-			all, _ := io.ReadAll(resp.Body)
-			if !strings.Contains(string(all), "Hello") || !strings.Contains(string(all), "b") {
-				t.Fatalf("answer %s; want b's", all)
-			}
-			if by := resp.Header.Get(chain.HeaderAnsweredBy); by != "b" {
-				t.Errorf("answered by %q", by)
-			}
-			rec := r.record(t)
-			got := map[string]chain.AttemptRecord{}
-			for _, at := range rec.Attempts {
-				got[at.Upstream] = at
-			}
-			if got["a"].Outcome != chain.OutcomeHedgeLost || got["b"].Outcome != chain.OutcomeOK || !got["b"].Hedge {
-				t.Errorf("attempts %q (b hedge=%v); want a hedge_lost, b ok as a hedge", trail(rec), got["b"].Hedge)
-			}
-			// The loser's request is cancelled, not left to hang.
-			waitIdle(t, a, "the losing upstream's request is still in flight")
-			if st := r.health.Breaker("a", time.Now()); st.ConsecutiveTimeouts != 0 || st.ConsecutiveFailures != 0 {
-				t.Errorf("a hedge loser counted against its breaker: %+v", st)
-			}
+				body := chatBody
+				if stream {
+					body = streamBody
+				}
+				resp := r.post(t, "/v1/chat/completions", body)
+				all, _ := io.ReadAll(resp.Body)
+				if !strings.Contains(string(all), "Hello") || !strings.Contains(string(all), "b") {
+					t.Fatalf("answer %s; want b's", all)
+				}
+				if by := resp.Header.Get(chain.HeaderAnsweredBy); by != "b" {
+					t.Errorf("answered by %q", by)
+				}
+				rec := r.record(t)
+				got := map[string]chain.AttemptRecord{}
+				for _, at := range rec.Attempts {
+					got[at.Upstream] = at
+				}
+				if got["a"].Outcome != chain.OutcomeHedgeLost || got["b"].Outcome != chain.OutcomeOK || !got["b"].Hedge {
+					t.Errorf("attempts %q (b hedge=%v); want a hedge_lost, b ok as a hedge", trail(rec), got["b"].Hedge)
+				}
+				// The loser's request is cancelled, not left to hang.
+				waitIdle(t, a, "the losing upstream's request is still in flight")
+				if st := r.health.Breaker("a", time.Now()); st.ConsecutiveTimeouts != 0 || st.ConsecutiveFailures != 0 {
+					t.Errorf("a hedge loser counted against its breaker: %+v", st)
+				}
+			})
 		})
 	}
 }
@@ -683,37 +687,41 @@ func TestHedgedFirstLaneThatCommitsFirstWins(t *testing.T) {
 	for _, stream := range []bool{false, true} {
 		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
 			t.Parallel()
-			a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
-			b := detourtest.NewVendor(t, rewrite.OpenAI, "b")
-			r, logs := newLoggedRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, ""), upstreamJSON("b", b, "")}, `["a","b"]`, `, "hedge_after": "50ms"`), nil)
-			a.Script(fv.Fault{Kind: fv.SlowFirstByte, Delay: 250 * time.Millisecond})
-			b.Script(fv.Fault{Kind: fv.SlowFirstByte, Delay: 10 * time.Second})
-			body := chatBody
-			if stream {
-				body = streamBody
-			}
-			resp := post(t, r.srv.URL+"/v1/chat/completions", body)
-			all, _ := io.ReadAll(resp.Body)
-			if !strings.Contains(string(all), "from a") && !strings.Contains(string(all), "Hello") {
-				t.Fatalf("answer %s", all)
-			}
-			if by := resp.Header.Get(chain.HeaderAnsweredBy); by != "a" {
-				t.Fatalf("answered by %q; want a", by)
-			}
-			rec := r.record(t)
-			got := map[string]chain.AttemptRecord{}
-			for _, at := range rec.Attempts {
-				got[at.Upstream] = at
-			}
-			if got["a"].Outcome != chain.OutcomeOK || got["b"].Outcome != chain.OutcomeHedgeLost || !got["b"].Hedge {
-				t.Errorf("attempts %q (b hedge %v); want a ok, b hedge_lost as a hedge", trail(rec), got["b"].Hedge)
-			}
-			waitIdle(t, b, "the losing hedge is still in flight")
-			ls := logs.lines(t)
-			line := fmt.Sprint(ls[len(ls)-1]["attempts"])
-			if !strings.Contains(line, "hedge_lost") || !strings.Contains(line, "hedge:true") {
-				t.Errorf("log attempts %s; want hedge_lost and hedge:true", line)
-			}
+			synctest.Test(t, func(t *testing.T) {
+				vs := newMemVendors("a", "b")
+				a, b := vs["a"], vs["b"]
+				logs := &logSink{}
+				r := newMemVendorRunner(t, vs, openaiPolicy([]string{memUpstream("a", ""), memUpstream("b", "")}, `["a","b"]`, `, "hedge_after": "50ms"`),
+					func(cr *chain.Runner) { cr.Log = zerolog.New(logs) })
+				a.Script(fv.Fault{Kind: fv.SlowFirstByte, Delay: 250 * time.Millisecond})
+				b.Script(fv.Fault{Kind: fv.SlowFirstByte, Delay: 10 * time.Second})
+				body := chatBody
+				if stream {
+					body = streamBody
+				}
+				resp := r.post(t, "/v1/chat/completions", body)
+				all, _ := io.ReadAll(resp.Body)
+				if !strings.Contains(string(all), "from a") && !strings.Contains(string(all), "Hello") {
+					t.Fatalf("answer %s", all)
+				}
+				if by := resp.Header.Get(chain.HeaderAnsweredBy); by != "a" {
+					t.Fatalf("answered by %q; want a", by)
+				}
+				rec := r.record(t)
+				got := map[string]chain.AttemptRecord{}
+				for _, at := range rec.Attempts {
+					got[at.Upstream] = at
+				}
+				if got["a"].Outcome != chain.OutcomeOK || got["b"].Outcome != chain.OutcomeHedgeLost || !got["b"].Hedge {
+					t.Errorf("attempts %q (b hedge %v); want a ok, b hedge_lost as a hedge", trail(rec), got["b"].Hedge)
+				}
+				waitIdle(t, b, "the losing hedge is still in flight")
+				ls := logs.lines(t)
+				line := fmt.Sprint(ls[len(ls)-1]["attempts"])
+				if !strings.Contains(line, "hedge_lost") || !strings.Contains(line, "hedge:true") {
+					t.Errorf("log attempts %s; want hedge_lost and hedge:true", line)
+				}
+			})
 		})
 	}
 }
@@ -722,12 +730,16 @@ func TestHedgedFirstLaneThatCommitsFirstWins(t *testing.T) {
 // first byte, answers the whole stream.
 func TestHedgeAnswersTheStreamWhenTheFirstLaneHangs(t *testing.T) {
 	t.Parallel()
-	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
-	b := detourtest.NewVendor(t, rewrite.OpenAI, "b")
-	r := newRunner(t, "api.openai.com", openaiPolicy([]string{upstreamJSON("a", a, ""), upstreamJSON("b", b, "")}, `["a","b"]`, `, "hedge_after": "30ms"`))
+	synctest.Test(t, testHedgeAnswersTheStreamWhenTheFirstLaneHangs)
+}
+
+func testHedgeAnswersTheStreamWhenTheFirstLaneHangs(t *testing.T) {
+	vs := newMemVendors("a", "b")
+	a, b := vs["a"], vs["b"]
+	r := newMemVendorRunner(t, vs, openaiPolicy([]string{memUpstream("a", ""), memUpstream("b", "")}, `["a","b"]`, `, "hedge_after": "30ms"`), nil)
 	a.Script(fv.Fault{Kind: fv.Hang, Delay: 200 * time.Millisecond})
 	b.Script(fv.Fault{Kind: fv.SlowFirstByte, Delay: 100 * time.Millisecond})
-	resp := post(t, r.srv.URL+"/v1/chat/completions", streamBody)
+	resp := r.post(t, "/v1/chat/completions", streamBody)
 	evs := events(t, resp.Body)
 	if resp.Header.Get(chain.HeaderAnsweredBy) != "b" || len(evs) == 0 || string(evs[len(evs)-1].Data) != "[DONE]" {
 		t.Fatalf("answered by %q, %d events", resp.Header.Get(chain.HeaderAnsweredBy), len(evs))
