@@ -1,10 +1,12 @@
 # syntax=docker/dockerfile:1
 #
-# detour's container image: one static Go binary on distroless "static"
+# detour's container image: two static Go binaries on distroless "static"
 # (CA certificates, tzdata, /etc/passwd with the nonroot user; no shell, no
 # libc). The same image runs the sidecar (`detour serve`, the default
 # command), the CA bundle init container (`detour ca bundle`) and the
-# Kubernetes injector (`detour inject`).
+# Kubernetes injector (`detour inject`, which execs detour-webhook: the
+# webhook is a binary of its own so that the Kubernetes types it decodes
+# stay out of the sidecar's binary and memory).
 #
 #   docker build -t detour .
 #   docker build --build-arg BASE_IMAGE=cgr.dev/chainguard/static:latest -t detour .
@@ -13,6 +15,7 @@
 # readOnlyRootFilesystem: true):
 #
 #   /usr/local/bin/detour            the binary (ENTRYPOINT)
+#   /usr/local/bin/detour-webhook    the injector, run by `detour inject`
 #   /etc/detour/policy/policy.json   the default policy (the repository's
 #                                    policy.json). Mount a directory over
 #                                    /etc/detour/policy to replace it; detour
@@ -45,6 +48,8 @@ COPY . .
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     GOOS=${TARGETOS} GOARCH=${TARGETARCH} \
     go build -trimpath -ldflags="-s -w" -o /out/usr/local/bin/detour . \
+ && GOOS=${TARGETOS} GOARCH=${TARGETARCH} \
+    go build -trimpath -ldflags="-s -w" -o /out/usr/local/bin/detour-webhook ./cmd/detour-webhook \
  && mkdir -p /out/etc/detour/policy /out/var/run/secrets/detour \
  && cp policy.json /out/etc/detour/policy/policy.json
 
@@ -54,7 +59,7 @@ LABEL org.opencontainers.image.title="detour" \
       org.opencontainers.image.description="Egress sidecar: transparent failover for LLM API calls" \
       org.opencontainers.image.source="https://github.com/detour-proxy/detour" \
       org.opencontainers.image.version="${VERSION}"
-COPY --from=build /out/usr/local/bin/detour /usr/local/bin/detour
+COPY --from=build /out/usr/local/bin/detour /out/usr/local/bin/detour-webhook /usr/local/bin/
 COPY --from=build /out/etc/detour/policy/policy.json /etc/detour/policy/policy.json
 COPY --from=build --chown=65532:65532 /out/var/run/secrets/detour /var/run/secrets/detour
 ENV XDG_CONFIG_HOME=/var/run/secrets

@@ -49,8 +49,8 @@ Usage:
                                    run CMD with its LLM calls going through detour (HTTPS_PROXY and
                                    a CA bundle are set for it); passes signals on, exits with CMD's status
   detour demo [--requests N] [--seed N]
-                                   watch failover happen: fake vendors with faults, detour, and the
-                                   official openai-go client, all in this process (no keys, no network)
+                                   watch failover happen: fake vendors with faults, detour, and an
+                                   OpenAI client, all in this process (no keys, no network)
   detour simulate [--seed N] [--requests N] [--only a,b,c,d]
                                    reproducible failover experiments through the real chain runner,
                                    printed as markdown tables (docs/simulation.md)

@@ -4,17 +4,16 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"time"
 
 	"github.com/detour-proxy/detour/internal/fakevendor"
+	"github.com/detour-proxy/detour/internal/mitm"
 	"github.com/detour-proxy/detour/rewrite"
 )
 
@@ -53,19 +52,32 @@ func FakeVendor(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	scheme, caFile := "http", ""
 	srv := &http.Server{Handler: v, ReadHeaderTimeout: 30 * time.Second}
 	if *useTLS {
-		// httptest's certificate is valid for 127.0.0.1 and example.com;
-		// writing it out lets a policy trust it through ca_file.
-		ts := httptest.NewUnstartedServer(v)
-		ts.StartTLS()
+		// A throwaway CA of its own signs a leaf for whatever name or
+		// address the client dials (127.0.0.1, a container's address, a
+		// DNS name); writing the CA out lets a policy trust it through
+		// ca_file.
+		ca, err := mitm.Generate()
+		if err != nil {
+			return err
+		}
+		signer, err := mitm.NewSigner(ca, 0)
+		if err != nil {
+			return err
+		}
 		certFile := fmt.Sprintf("%s/detour-fake-vendor-%d.pem", os.TempDir(), ln.Addr().(*net.TCPAddr).Port)
-		if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw}), 0o644); err != nil {
-			ts.Close()
+		if err := os.WriteFile(certFile, ca.CertPEM, 0o644); err != nil {
 			return err
 		}
 		// The certificate is good only while this vendor runs.
 		defer os.Remove(certFile)
-		srv.TLSConfig = ts.TLS.Clone()
-		ts.Close()
+		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+			host := hello.ServerName
+			if host == "" {
+				// No SNI: the client dialled an address.
+				host, _, _ = net.SplitHostPort(hello.Conn.LocalAddr().String())
+			}
+			return signer.Certificate(host)
+		}}
 		ln = tls.NewListener(ln, srv.TLSConfig)
 		scheme, caFile = "https", certFile
 		fmt.Fprintf(stdout, "certificate: %s (the upstream's ca_file; removed when this vendor stops)\n", certFile)

@@ -4,13 +4,21 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/detour-proxy/detour/internal/inject"
 )
 
 func TestInjectUsage(t *testing.T) {
+	// What gets past detour's own checks goes to detour-webhook: here, to
+	// the webhook's command in this process instead of an exec.
+	defer func(r func(context.Context, []string, io.Writer, io.Writer) error) { runWebhook = r }(runWebhook)
+	runWebhook = inject.Command
 	cfg := filepath.Join(t.TempDir(), "config.json")
 	os.WriteFile(cfg, []byte(`{"imag": "typo"}`), 0o644)
 	for _, tc := range []struct {
@@ -40,5 +48,37 @@ func TestInjectUsage(t *testing.T) {
 		if tc.usage && !strings.Contains(errb.String(), "usage: detour inject") {
 			t.Errorf("%q: no usage text on stderr: %q", tc.args, errb.String())
 		}
+	}
+}
+
+// detour inject hands detour-webhook the arguments as the user typed them,
+// and both know the same flags with the same defaults.
+func TestInjectExecsTheWebhookWithTheSameFlags(t *testing.T) {
+	defer func(r func(context.Context, []string, io.Writer, io.Writer) error) { runWebhook = r }(runWebhook)
+	var got []string
+	runWebhook = func(_ context.Context, args []string, _, _ io.Writer) error { got = args; return nil }
+	args := []string{"--listen", ":9443", "--tls-cert", "c", "--tls-key", "k", "--config", "f", "--log-level", "debug"}
+	if err := Inject(context.Background(), args, io.Discard, io.Discard); err != nil || !slices.Equal(got, args) {
+		t.Fatalf("Inject = %v, webhook args %q; want nil, %q", err, got, args)
+	}
+
+	var ours, theirs bytes.Buffer
+	if err := Inject(context.Background(), []string{"--help"}, &ours, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if err := inject.Command(context.Background(), []string{"--help"}, &theirs, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if ours.String() != theirs.String() {
+		t.Errorf("detour inject and detour-webhook differ in usage:\n--- detour inject\n%s--- detour-webhook\n%s", ours.String(), theirs.String())
+	}
+}
+
+// Without detour-webhook installed, detour inject says what is missing.
+func TestInjectSaysWhereTheWebhookIs(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	_, err := webhookPath()
+	if err == nil || !strings.Contains(err.Error(), "go install ./cmd/detour-webhook") {
+		t.Fatalf("webhookPath = %v; want the missing binary named", err)
 	}
 }

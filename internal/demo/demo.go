@@ -1,28 +1,27 @@
-// Package demo runs `detour demo`: three fake OpenAI-compatible vendors with
-// injected faults, detour in the same process as their HTTPS_PROXY, and the
-// official openai-go client sending requests through it — so anyone can
-// watch failover happen on a fresh machine with no keys and no network.
+// Package demo runs `detour demo`: three fake vendors with injected faults,
+// detour in the same process as their HTTPS_PROXY, and an OpenAI client
+// sending chat completions through it — so anyone can watch failover happen
+// on a fresh machine with no keys and no network.
+//
+// The client is plain net/http sending what the official SDKs send (see
+// client.go); the SDKs themselves stay out of the detour binary, and the
+// package's tests run the demo's traffic through openai-go too.
 package demo
 
 import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
 
 	"github.com/detour-proxy/detour/internal/fakevendor"
 	"github.com/detour-proxy/detour/internal/mitm"
@@ -120,6 +119,25 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	defer os.RemoveAll(dir)
 
+	// The fake vendors serve HTTPS with leaves from a throwaway CA of the
+	// demo's own, which detour trusts through each upstream's ca_file.
+	vendorCA, err := mitm.Generate()
+	if err != nil {
+		return err
+	}
+	vendorSigner, err := mitm.NewSigner(vendorCA, 0)
+	if err != nil {
+		return err
+	}
+	leaf, err := vendorSigner.Certificate("127.0.0.1")
+	if err != nil {
+		return err
+	}
+	caFile := filepath.Join(dir, "vendors-ca.pem")
+	if err := os.WriteFile(caFile, vendorCA.CertPEM, 0o644); err != nil {
+		return err
+	}
+
 	var ups []string
 	var vendors []*fakevendor.Vendor
 	for i, spec := range cast {
@@ -131,14 +149,12 @@ func Run(ctx context.Context, opts Options) error {
 			}
 			v.SetRandomFaults(fs, opts.Seed+int64(i))
 		}
-		srv := httptest.NewUnstartedServer(v)
-		srv.StartTLS()
-		defer srv.Close()
-		caFile := filepath.Join(dir, spec.name+".pem")
-		if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644); err != nil {
+		srv, err := serveTLS(v, leaf)
+		if err != nil {
 			return err
 		}
-		base, models := srv.URL, ""
+		defer srv.Close()
+		base, models := srv.url, ""
 		if spec.shape == rewrite.OpenAI {
 			base += "/v1"
 		}
@@ -188,7 +204,7 @@ func Run(ctx context.Context, opts Options) error {
 		return fmt.Errorf("detour did not start: %w", err)
 	}
 
-	fmt.Fprintf(out, "detour demo: %d chat completions from openai-go through detour as its HTTPS_PROXY, seed %d\n", opts.Requests, opts.Seed)
+	fmt.Fprintf(out, "detour demo: %d chat completions from an OpenAI client through detour as its HTTPS_PROXY, seed %d\n", opts.Requests, opts.Seed)
 	if live {
 		fmt.Fprintf(out, "(HTTPS_PROXY=http://%s)\n", ln.Addr())
 	}
@@ -196,15 +212,15 @@ func Run(ctx context.Context, opts Options) error {
 
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.Cert)
-	client := openai.NewClient(
-		option.WithBaseURL("https://api.openai.com/v1/"),
-		option.WithAPIKey("sk-demo-not-a-real-key"),
-		option.WithMaxRetries(0),
-		option.WithHTTPClient(&http.Client{Transport: &http.Transport{
+	client := &client{
+		baseURL: "https://api.openai.com/v1/",
+		apiKey:  "sk-demo-not-a-real-key",
+		http: &http.Client{Transport: &http.Transport{
 			Proxy:           http.ProxyURL(&url.URL{Scheme: "http", Host: ln.Addr().String()}),
 			TLSClientConfig: &tls.Config{RootCAs: pool},
-		}}),
-	)
+		}},
+	}
+	defer client.http.CloseIdleConnections()
 	start := time.Now()
 	quotaAt := opts.Requests / 3
 	appErrs := 0
@@ -217,7 +233,7 @@ func Run(ctx context.Context, opts Options) error {
 			vendors[0].SetDefault(fakevendor.Fault{Kind: fakevendor.Status, Status: 429, Class: fakevendor.ClassInsufficientQuota})
 		}
 		clk.advance(step)
-		if err := ask(ctx, &client, i%3 == 0); err != nil && ctx.Err() == nil {
+		if err := client.ask(ctx, i%3 == 0); err != nil && ctx.Err() == nil {
 			appErrs++
 		}
 		// The app has a stream's last event before detour has written
@@ -255,19 +271,23 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-func ask(ctx context.Context, c *openai.Client, stream bool) error {
-	params := openai.ChatCompletionNewParams{
-		Model:    "gpt-4o",
-		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Say hello.")},
-	}
-	if !stream {
-		_, err := c.Chat.Completions.New(ctx, params)
-		return err
-	}
-	s := c.Chat.Completions.NewStreaming(ctx, params)
-	acc := openai.ChatCompletionAccumulator{}
-	for s.Next() {
-		acc.AddChunk(s.Current())
-	}
-	return s.Err()
+// vendorServer is one fake vendor's HTTPS server on a loopback port of the
+// kernel's choosing.
+type vendorServer struct {
+	srv *http.Server
+	url string
 }
+
+func serveTLS(h http.Handler, leaf *tls.Certificate) (*vendorServer, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{*leaf}, NextProtos: []string{"http/1.1"}}
+	s := &vendorServer{srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}, url: "https://" + ln.Addr().String()}
+	go func() { _ = s.srv.Serve(tls.NewListener(ln, cfg)) }()
+	return s, nil
+}
+
+// Close stops the server and its connections.
+func (s *vendorServer) Close() { _ = s.srv.Close() }

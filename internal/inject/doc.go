@@ -24,6 +24,8 @@
 // Config file and from the pod's annotations (see the Annotation constants).
 //
 // This package must not import the proxy or its sub-packages: the injector is
-// a separate program that shares only the binary, and it must stay small
-// enough to audit on its own. It depends on k8s.io/api types only.
+// a separate program, cmd/detour-webhook, that shares only the image (`detour
+// inject` execs it), and it must stay small enough to audit on its own. It
+// depends on k8s.io/api types only, and nothing in the sidecar's binary may
+// import it: those types would cost every pod's sidecar memory.
 package inject

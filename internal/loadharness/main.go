@@ -62,6 +62,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return streams(args[1:], stdout, stderr)
 	case "bodies":
 		return bodies(args[1:], stdout, stderr)
+	case "footprint":
+		return footprint(args[1:], stdout, stderr)
 	default:
 		return fmt.Errorf("unknown command %q (known: streams, bodies)", args[0])
 	}

@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/http/httptest"
+	"net"
+	"net/http"
 	"runtime"
 	"slices"
 	"strconv"
@@ -36,8 +37,15 @@ func runLatency(ctx context.Context, opts Options) (latencyResult, error) {
 	// OpenAI's 429 rate_limit_exceeded, without retry-after.
 	primary.SetDefault(fakevendor.Fault{Kind: fakevendor.Status, Class: fakevendor.ClassRateLimit})
 	backup := fakevendor.New(rewrite.OpenAI, fakevendor.Options{Name: "backup"})
-	ps, bs := httptest.NewServer(primary), httptest.NewServer(backup)
+	ps, err := serveLoopback(primary)
+	if err != nil {
+		return res, err
+	}
 	defer ps.Close()
+	bs, err := serveLoopback(backup)
+	if err != nil {
+		return res, err
+	}
 	defer bs.Close()
 
 	// rate_limited is retried once by default; here it falls over at once,
@@ -48,11 +56,11 @@ func runLatency(ctx context.Context, opts Options) (latencyResult, error) {
 			"breaker": breakerOff(),
 		}
 	}
-	foPol, err := compile(policyDoc("sim-c-failover", []upstream{{"primary", ps.URL + "/v1"}, {"backup", bs.URL + "/v1"}}, extra()))
+	foPol, err := compile(policyDoc("sim-c-failover", []upstream{{"primary", ps.url + "/v1"}, {"backup", bs.url + "/v1"}}, extra()))
 	if err != nil {
 		return res, err
 	}
-	diPol, err := compile(policyDoc("sim-c-direct", []upstream{{"backup", bs.URL + "/v1"}}, extra()))
+	diPol, err := compile(policyDoc("sim-c-direct", []upstream{{"backup", bs.url + "/v1"}}, extra()))
 	if err != nil {
 		return res, err
 	}
@@ -95,6 +103,26 @@ func runLatency(ctx context.Context, opts Options) (latencyResult, error) {
 	slices.Sort(res.direct)
 	return res, nil
 }
+
+// loopbackServer is a real HTTP server on a loopback port of the kernel's
+// choosing.
+type loopbackServer struct {
+	srv *http.Server
+	url string
+}
+
+func serveLoopback(h http.Handler) (*loopbackServer, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := &loopbackServer{srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}, url: "http://" + ln.Addr().String()}
+	go func() { _ = s.srv.Serve(ln) }()
+	return s, nil
+}
+
+// Close stops the server and its connections.
+func (s *loopbackServer) Close() { _ = s.srv.Close() }
 
 // quantile is the nearest-rank q-quantile of sorted durations.
 func quantile(sorted []time.Duration, q float64) time.Duration {

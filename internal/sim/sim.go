@@ -13,7 +13,7 @@
 //
 // sim imports policy, rewrite, internal/chain and internal/health; it must not
 // import proxy (goproxy) or anything that listens on a real port, except the
-// latency table's httptest servers on loopback.
+// latency table's HTTP servers on loopback.
 package sim
 
 import (

@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"sync"
 	"syscall"
@@ -113,14 +112,12 @@ func (m *memNet) RoundTrip(req *http.Request) (*http.Response, error) {
 		// classifies it as it would the real thing.
 		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
 	}
-	rec := httptest.NewRecorder()
+	rec := newMemWriter()
 	h.ServeHTTP(rec, req)
 	if req.Body != nil {
 		req.Body.Close()
 	}
-	resp := rec.Result()
-	resp.Request = req
-	return resp, nil
+	return rec.response(req), nil
 }
 
 // callsTo is the number of requests sent to host so far.
@@ -177,14 +174,21 @@ var (
 
 // do sends one request through the runner and returns what became of it.
 func (a *app) do(ctx context.Context, body []byte) outcome {
-	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "http://api.openai.com/v1/chat/completions", bytes.NewReader(body))
+	// As a server hands it to its handler: a proxy request with the
+	// absolute URI, from a loopback client.
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://api.openai.com/v1/chat/completions", bytes.NewReader(body))
+	if err != nil {
+		return outcome{}
+	}
+	req.RequestURI = req.URL.String()
+	req.RemoteAddr = "127.0.0.1:1234"
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer sk-simulated")
-	w := httptest.NewRecorder()
+	w := newMemWriter()
 	a.last = outcome{}
 	a.runner.Serve(w, req, chain.Target{Host: "api.openai.com", Mode: "proxy"})
 	o := a.last
-	o.status = w.Code
+	o.status = w.code
 	return o
 }
 

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// The sidecar's binary carries what it runs and no more: the vendor SDKs
+// are for tests, the Kubernetes types are detour-webhook's (which `detour
+// inject` execs), and test packages never reach a binary. The README's
+// "Footprint" figures depend on it.
+func TestBinariesLeaveOutWhatTheyDoNotRun(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("needs the go command")
+	}
+	sdks := []string{"github.com/openai/openai-go", "github.com/anthropics/anthropic-sdk-go", "google.golang.org/genai"}
+	tests := []string{"net/http/httptest", "testing"}
+	k8s := []string{"k8s.io", "sigs.k8s.io"}
+	for _, tc := range []struct {
+		pkg       string
+		forbidden []string
+	}{
+		{".", append(append(append([]string(nil), sdks...), tests...), k8s...)},
+		{"./cmd/detour-webhook", append(append([]string(nil), sdks...), tests...)},
+	} {
+		out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", tc.pkg).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", tc.pkg, err)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			for _, f := range tc.forbidden {
+				if dep == f || strings.HasPrefix(dep, f+"/") {
+					t.Errorf("%s imports %s", tc.pkg, dep)
+				}
+			}
+		}
+	}
+}
