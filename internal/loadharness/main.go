@@ -24,9 +24,9 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -62,8 +62,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return streams(args[1:], stdout, stderr)
 	case "bodies":
 		return bodies(args[1:], stdout, stderr)
+	case "compare":
+		return compare(args[1:], stdout, stderr)
+	case "bare":
+		return bare(args[1:], stderr)
 	default:
-		return fmt.Errorf("unknown command %q (known: streams, bodies)", args[0])
+		return fmt.Errorf("unknown command %q (known: streams, bodies, compare)", args[0])
 	}
 }
 
@@ -213,58 +217,82 @@ func detourBinary(bin, dir string, stderr io.Writer) (string, error) {
 	return bin, nil
 }
 
-// detourChild is a running detour process.
+// detourChild is a running child process: detour, or the bare proxy
+// compare measures it against.
 type detourChild struct {
 	cmd    *exec.Cmd
 	listen string
-	admin  string
-	done   chan error
+	admin  string // "" when the child has no admin listener (the bare proxy)
+	// ready is the time from starting the process to its ready line.
+	ready time.Duration
+	done  chan error
 }
 
 // startDetour runs `detour serve` and waits for its "detour is listening"
 // line, which names the ports it got.
 func startDetour(bin, policyPath, cpu string, stderr io.Writer) (*detourChild, error) {
-	args := []string{bin, "serve", "--policy", policyPath}
+	return startChild([]string{bin, "serve", "--policy", policyPath}, filepath.Dir(policyPath), cpu, func(line []byte) (listen, admin string, ok bool) {
+		// Only the ready line is decoded: detour writes a log line per
+		// request, and decoding them all would load the harness's core.
+		if !bytes.Contains(line, []byte(`"detour is listening"`)) {
+			return "", "", false
+		}
+		var m map[string]any
+		if json.Unmarshal(line, &m) != nil || m["message"] != "detour is listening" {
+			return "", "", false
+		}
+		listen, _ = m["listen"].(string)
+		return listen, strings.TrimPrefix(fmt.Sprint(m["admin"]), "http://"), true
+	})
+}
+
+// startChild runs args (under taskset when cpu is set) in dir and waits
+// until ready recognises a line of its stderr; the rest of stderr is read
+// and dropped.
+func startChild(args []string, dir, cpu string, ready func(line []byte) (listen, admin string, ok bool)) (*detourChild, error) {
 	if cpu != "" {
 		args = append([]string{"taskset", "-c", cpu}, args...)
 	}
 	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Dir = filepath.Dir(policyPath)
+	cmd.Dir = dir
 	out, err := cmd.StderrPipe()
 	if err != nil {
 		return nil, err
 	}
+	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
 	c := &detourChild{cmd: cmd, done: make(chan error, 1)}
-	lines := make(chan map[string]any)
+	type addrs struct{ listen, admin string }
+	lines := make(chan addrs, 1)
 	go func() {
 		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		found := false
 		for sc.Scan() {
-			var m map[string]any
-			if json.Unmarshal(sc.Bytes(), &m) == nil && m["message"] == "detour is listening" {
-				lines <- m
+			if found {
+				continue
+			}
+			if l, a, ok := ready(sc.Bytes()); ok {
+				found = true
+				lines <- addrs{l, a}
 			}
 		}
 		close(lines)
 		c.done <- cmd.Wait()
 	}()
 	select {
-	case m, ok := <-lines:
+	case a, ok := <-lines:
 		if !ok {
-			return nil, errors.New("detour exited before listening")
+			return nil, fmt.Errorf("%s exited before it was ready", filepath.Base(args[len(args)-1]))
 		}
-		c.listen, _ = m["listen"].(string)
-		c.admin = strings.TrimPrefix(fmt.Sprint(m["admin"]), "http://")
+		c.ready = time.Since(start)
+		c.listen, c.admin = a.listen, a.admin
 	case <-time.After(30 * time.Second):
 		_ = cmd.Process.Kill()
-		return nil, errors.New("detour did not say it was listening within 30s")
+		return nil, fmt.Errorf("%s was not ready within 30s", args[0])
 	}
-	go func() {
-		for range lines {
-		}
-	}()
 	return c, nil
 }
 
@@ -314,6 +342,9 @@ func (c *detourChild) sample() (sample, error) {
 		return s, err
 	}
 	s.fds = len(fds)
+	if c.admin == "" {
+		return s, nil
+	}
 	resp, err := http.Get("http://" + c.admin + "/metrics")
 	if err != nil {
 		return s, fmt.Errorf("scraping detour's metrics: %w", err)
