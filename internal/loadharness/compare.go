@@ -84,6 +84,7 @@ func compare(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.cpu, "cpu", "1", "core the proxies are pinned to (taskset)")
 	fs.StringVar(&cfg.genCPU, "gen-cpu", "0", "core of this process: load generator and vendor")
 	readme := fs.String("readme", "", "rewrite the section between "+measuredBegin+" and "+measuredEnd+" of this file")
+	phases := fs.String("phases", "latency,rps,stream,rss", "phases to run, comma-separated (the allocation benchmark runs unless -bench-n 0)")
 	bin := fs.String("detour", "", "detour binary to measure; empty: go build the module's main package")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -171,21 +172,33 @@ func compare(args []string, stdout, stderr io.Writer) error {
 	}
 	direct := &variant{name: "direct", url: vsrv.URL + "/v1/chat/completions", cl: newClient()}
 
-	fmt.Fprintln(stderr, "compare: added latency, c=1")
-	if err := latencyPhase(cfg, direct, vs, res); err != nil {
-		return err
+	run := func(phase string) bool { return slices.Contains(strings.Split(*phases, ","), phase) }
+	if run("latency") {
+		fmt.Fprintln(stderr, "compare: added latency, c=1")
+		if err := latencyPhase(cfg, direct, vs, res); err != nil {
+			return err
+		}
+		vendor.Reset()
 	}
-	vendor.Reset()
-	fmt.Fprintln(stderr, "compare: requests per second, c=16 and c=64")
-	if err := rpsPhase(cfg, vs, res); err != nil {
-		return err
+	if run("rps") {
+		fmt.Fprintln(stderr, "compare: requests per second, c=16 and c=64")
+		if err := rpsPhase(cfg, vs, res); err != nil {
+			return err
+		}
+		vendor.Reset()
 	}
-	vendor.Reset()
-	fmt.Fprintf(stderr, "compare: time to first token, %d-event streams\n", cfg.events)
-	if err := streamPhase(cfg, direct, vs, res); err != nil {
-		return err
+	if run("stream") {
+		fmt.Fprintf(stderr, "compare: time to first token, %d-event streams\n", cfg.events)
+		if err := streamPhase(cfg, direct, vs, res); err != nil {
+			return err
+		}
+		vendor.Reset()
 	}
-	vendor.Reset()
+	if !run("rss") {
+		md := reportMarkdown(cfg, res, string(bytes.TrimSpace(load)), time.Since(start))
+		fmt.Fprint(stdout, md)
+		return nil
+	}
 
 	// Open streams are measured in fresh processes, so that the heap the
 	// load phases grew does not count; their start is a second sample of
@@ -199,12 +212,21 @@ func compare(args []string, stdout, stderr io.Writer) error {
 		res[v.name].ready = min(res[v.name].ready, v.child.ready)
 	}
 	fmt.Fprintf(stderr, "compare: RSS with %d open streams\n", cfg.streams)
+	idle := map[string]float64{}
+	for _, v := range vs {
+		s, err := v.child.sample()
+		if err != nil {
+			return err
+		}
+		idle[v.name] = s.rssMiB
+	}
 	for _, v := range vs {
 		s, err := holdStreams(v, cfg.streams)
 		if err != nil {
 			return fmt.Errorf("%s: %w", v.name, err)
 		}
 		res[v.name].rssMiB = s.rssMiB
+		fmt.Fprintf(stderr, "compare: %s: idle %.1f MiB, %d streams %.1f MiB\n", v.name, idle[v.name], cfg.streams, s.rssMiB)
 	}
 
 	md := reportMarkdown(cfg, res, string(bytes.TrimSpace(load)), time.Since(start))
