@@ -143,6 +143,20 @@ func (r *Reader) SetMaxEventSize(n int) {
 // io.EOF, these are the bytes of the incomplete event.
 func (r *Reader) Buffered() int { return r.w - r.r }
 
+// EventBuffered reports whether a whole event is already buffered, so that
+// the next call to Next returns it without reading from the underlying
+// reader. A writer forwarding events one by one can then flush only when
+// EventBuffered is false: events that arrived together leave together, and
+// none waits behind a read that may block.
+//
+// It looks only for a blank line written as "\n\n" or "\r\n\r\n" (what the
+// vendors send); an event ended otherwise is reported as not buffered, which
+// at worst costs a flush.
+func (r *Reader) EventBuffered() bool {
+	b := r.buf[r.r:r.w]
+	return bytes.Contains(b, []byte("\n\n")) || bytes.Contains(b, []byte("\r\n\r\n"))
+}
+
 // Next reads and returns the next event.
 //
 // At the clean end of the stream it returns io.EOF. If the stream ends (with
