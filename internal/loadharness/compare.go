@@ -39,6 +39,7 @@ type compareConfig struct {
 	rpsFor       time.Duration // length of one rps run; each level runs twice per proxy
 	streamRounds int           // 200-event streams per variant
 	events       int           // content events per stream
+	eventGap     time.Duration // the vendor's pause between stream events
 	streams      int           // streams held open for the RSS figure
 	benchN       int           // -benchtime of the allocation benchmark
 	cpu, genCPU  string        // cores of the proxies and of the load generator
@@ -77,8 +78,9 @@ func compare(args []string, stdout, stderr io.Writer) error {
 	var cfg compareConfig
 	fs.IntVar(&cfg.rounds, "rounds", 2000, "c=1 latency rounds")
 	fs.DurationVar(&cfg.rpsFor, "rps-for", 2*time.Second, "length of one rps run (two per level and proxy)")
-	fs.IntVar(&cfg.streamRounds, "stream-rounds", 60, "200-event streams per variant")
+	fs.IntVar(&cfg.streamRounds, "stream-rounds", 100, "200-event streams per variant")
 	fs.IntVar(&cfg.events, "events", 200, "content events per stream")
+	fs.DurationVar(&cfg.eventGap, "event-gap", 200*time.Microsecond, "the vendor's pause between stream events")
 	fs.IntVar(&cfg.streams, "streams", 1000, "streams held open for the RSS figure")
 	fs.IntVar(&cfg.benchN, "bench-n", 300, "requests per variant in the allocation benchmark (0: skip it)")
 	fs.StringVar(&cfg.cpu, "cpu", "1", "core the proxies are pinned to (taskset)")
@@ -122,8 +124,9 @@ func compare(args []string, stdout, stderr io.Writer) error {
 	}
 
 	words := strings.TrimSpace(strings.Repeat("word ", cfg.events))
-	vendor := fakevendor.New(rewrite.OpenAI, fakevendor.Options{Name: "compare", Text: words, Chunks: cfg.events})
-	vsrv := httptest.NewServer(vendor)
+	vendor := fakevendor.New(rewrite.OpenAI, fakevendor.Options{Name: "compare", Text: words, Chunks: cfg.events, EventDelay: cfg.eventGap})
+	sends := &sendLog{m: map[string][]time.Time{}}
+	vsrv := httptest.NewServer(sends.wrap(vendor))
 	defer vsrv.Close()
 
 	pol := fmt.Sprintf(`{
@@ -189,7 +192,7 @@ func compare(args []string, stdout, stderr io.Writer) error {
 	}
 	if run("stream") {
 		fmt.Fprintf(stderr, "compare: time to first token, %d-event streams\n", cfg.events)
-		if err := streamPhase(cfg, direct, vs, res); err != nil {
+		if err := streamPhase(cfg, direct, vs, res, sends); err != nil {
 			return err
 		}
 		vendor.Reset()
@@ -246,6 +249,60 @@ const (
 	streamBody = `{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"Say hello."}]}`
 )
 
+// sendLog keeps, per stream (by its X-Compare-Id header), when the vendor
+// wrote each content event: the vendor and the client share this process's
+// clock, so an event's transit through a proxy is its arrival time minus
+// its send time.
+type sendLog struct {
+	mu sync.Mutex
+	m  map[string][]time.Time
+}
+
+func (l *sendLog) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("X-Compare-Id")
+		if id == "" {
+			h.ServeHTTP(w, r)
+			return
+		}
+		tw := &timedWriter{ResponseWriter: w}
+		h.ServeHTTP(tw, r)
+		l.mu.Lock()
+		l.m[id] = tw.sent
+		l.mu.Unlock()
+	})
+}
+
+func (l *sendLog) take(id string) []time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t := l.m[id]
+	delete(l.m, id)
+	return t
+}
+
+// timedWriter notes the time of every content event written through it.
+type timedWriter struct {
+	http.ResponseWriter
+	sent []time.Time
+}
+
+func (t *timedWriter) Write(p []byte) (int, error) {
+	now := time.Now()
+	for range bytes.Count(p, contentMark) {
+		t.sent = append(t.sent, now)
+	}
+	return t.ResponseWriter.Write(p)
+}
+
+func (t *timedWriter) Flush() {
+	if f, ok := t.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (t *timedWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }
+
 // call makes one non-streaming chat request and reads the answer whole.
 func (v *variant) call(ctx context.Context) error {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, v.url, strings.NewReader(chatBody))
@@ -268,43 +325,40 @@ func (v *variant) call(ctx context.Context) error {
 // contentMark is in every content event of the fake's OpenAI stream.
 var contentMark = []byte(`"delta":{"content":"`)
 
-// stream makes one streaming request and returns the time to its first
-// content event and the time from the first to the last one.
-func (v *variant) stream() (ttft, rest time.Duration, events int, err error) {
+// stream makes one streaming request, tagged id for the vendor's send
+// log, and returns the time to its first content event and the arrival
+// time of every content event.
+func (v *variant) stream(id string) (ttft time.Duration, arrived []time.Time, err error) {
 	req, _ := http.NewRequest(http.MethodPost, v.url, strings.NewReader(streamBody))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer sk-compare")
+	req.Header.Set("X-Compare-Id", id)
 	start := time.Now()
 	resp, err := v.cl.Do(req)
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return 0, 0, 0, fmt.Errorf("%s: status %d", v.name, resp.StatusCode)
+		return 0, nil, fmt.Errorf("%s: status %d", v.name, resp.StatusCode)
 	}
 	r := bufio.NewReader(resp.Body)
-	var first, last time.Time
 	for {
 		line, err := r.ReadSlice('\n')
 		if bytes.Contains(line, contentMark) {
-			last = time.Now()
-			if events == 0 {
-				first = last
-			}
-			events++
+			arrived = append(arrived, time.Now())
 		}
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return 0, 0, 0, err
+			return 0, nil, err
 		}
 	}
-	if events == 0 {
-		return 0, 0, 0, fmt.Errorf("%s: stream without content", v.name)
+	if len(arrived) == 0 {
+		return 0, nil, fmt.Errorf("%s: stream without content", v.name)
 	}
-	return first.Sub(start), last.Sub(first), events, nil
+	return arrived[0].Sub(start), arrived, nil
 }
 
 // latencyPhase calls direct and every proxy once per round, in a new
@@ -411,8 +465,9 @@ func closedLoop(v *variant, c int, d time.Duration) (int64, time.Duration, error
 
 // streamPhase streams cfg.events content events through direct and every
 // proxy, interleaved, and keeps each proxy's time to first content and
-// stream time per event over direct's.
-func streamPhase(cfg compareConfig, direct *variant, vs []*variant, res map[string]*figures) error {
+// per-event transit (the median over a stream's events of arrival minus
+// send) over direct's.
+func streamPhase(cfg compareConfig, direct *variant, vs []*variant, res map[string]*figures, sends *sendLog) error {
 	all := append([]*variant{direct}, vs...)
 	ttft := map[string][]time.Duration{}
 	per := map[string][]time.Duration{}
@@ -420,16 +475,22 @@ func streamPhase(cfg compareConfig, direct *variant, vs []*variant, res map[stri
 	for r := -5; r < cfg.streamRounds; r++ {
 		rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
 		for _, v := range all {
-			t, rest, n, err := v.stream()
+			id := fmt.Sprintf("%s-%d", v.name, r)
+			t, arrived, err := v.stream(id)
 			if err != nil {
 				return err
 			}
-			if n != cfg.events {
-				return fmt.Errorf("%s: %d content events; want %d", v.name, n, cfg.events)
+			sent := sends.take(id)
+			if len(arrived) != cfg.events || len(sent) != cfg.events {
+				return fmt.Errorf("%s: %d content events sent, %d arrived; want %d", v.name, len(sent), len(arrived), cfg.events)
 			}
 			if r >= 0 {
 				ttft[v.name] = append(ttft[v.name], t)
-				per[v.name] = append(per[v.name], rest/time.Duration(n-1))
+				transit := make([]time.Duration, len(sent))
+				for i := range sent {
+					transit[i] = arrived[i].Sub(sent[i])
+				}
+				per[v.name] = append(per[v.name], pct(transit, 50))
 			}
 		}
 	}
@@ -628,7 +689,7 @@ func reportMarkdown(cfg compareConfig, res map[string]*figures, load string, too
 	row("allocations per request, JSON", f0(d.allocsJSON), f0(b.allocsJSON), ratio(d.allocsJSON, b.allocsJSON), check(d.allocsJSON, b.allocsJSON, 1.1, false))
 	row(fmt.Sprintf("allocations per request, %d-event stream", cfg.events), f0(d.allocsStream), f0(b.allocsStream), ratio(d.allocsStream, b.allocsStream), check(d.allocsStream, b.allocsStream, 1.1, false))
 	row(fmt.Sprintf("added time to first token, %d-event stream (p50)", cfg.events), us(d.ttft), us(b.ttft), ratio(float64(d.ttft), float64(b.ttft)), check(float64(d.ttft), float64(b.ttft), 1.1, false))
-	row("added stream time per event (p50)", us(d.perEvent), us(b.perEvent), ratio(float64(d.perEvent), float64(b.perEvent)), "")
+	row("added per-event transit (p50)", us(d.perEvent), us(b.perEvent), ratio(float64(d.perEvent), float64(b.perEvent)), "")
 	row(fmt.Sprintf("RSS with %d open streams", cfg.streams), f1(d.rssMiB)+" MiB", f1(b.rssMiB)+" MiB", ratio(d.rssMiB, b.rssMiB), check(d.rssMiB, b.rssMiB, 1.15, false))
 	row("time to ready", us(d.ready), us(b.ready), ratio(float64(d.ready), float64(b.ready)), "")
 	fmt.Fprintln(&w)
@@ -636,10 +697,10 @@ func reportMarkdown(cfg compareConfig, res map[string]*figures, load string, too
 		"two %s runs per level and proxy, alternating, median; the proxies used %.0f%% (detour) and %.0f%% (bare) of their core "+
 		"over those runs, which CPU per request is measured over (/proc utime+stime). Allocations: "+
 		"`go test -bench=AllocsPerRequest ./proxy/` (%d requests, three runs, median), the same two proxies in one process, "+
-		"minus a direct call's allocations (client and vendor). Streams: %d per variant; time per event is the time "+
-		"from the first content event to the last over %d. RSS: fresh processes, each stream held after its first "+
+		"minus a direct call's allocations (client and vendor). Streams: %d per variant, the vendor pausing %s between events; an event's transit is "+
+		"its arrival at the client minus its write by the vendor (one clock), the median over a stream's %d events, then over streams. RSS: fresh processes, each stream held after its first "+
 		"content event. Time to ready: process start to its listening line, the faster of two starts.\n",
-		cfg.rounds, cfg.rpsFor, 100*d.busy, 100*b.busy, cfg.benchN, cfg.streamRounds, cfg.events-1)
+		cfg.rounds, cfg.rpsFor, 100*d.busy, 100*b.busy, cfg.benchN, cfg.streamRounds, cfg.eventGap, cfg.events)
 	fmt.Fprintln(&w)
 	fmt.Fprintln(&w, "```sh")
 	fmt.Fprintln(&w, "go run ./internal/loadharness compare            # prints this section")
