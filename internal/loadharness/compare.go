@@ -641,7 +641,9 @@ func median(xs []float64) float64 {
 func reportMarkdown(cfg compareConfig, res map[string]*figures, load string, took time.Duration) string {
 	d, b := res["detour"], res["bare"]
 	var w strings.Builder
-	us := func(t time.Duration) string { return strconv.FormatFloat(float64(t.Nanoseconds())/1e3, 'f', 0, 64) + " µs" }
+	us := func(t time.Duration) string {
+		return strconv.FormatFloat(float64(t.Nanoseconds())/1e3, 'f', 0, 64) + " µs"
+	}
 	ratio := func(x, y float64) string {
 		if y == 0 {
 			return "–"
