@@ -645,7 +645,7 @@ func reportMarkdown(cfg compareConfig, res map[string]*figures, load string, too
 		return strconv.FormatFloat(float64(t.Nanoseconds())/1e3, 'f', 0, 64) + " µs"
 	}
 	ratio := func(x, y float64) string {
-		if y == 0 {
+		if y <= 0 || x < 0 { // a ratio of a figure within noise of zero means nothing
 			return "–"
 		}
 		return strconv.FormatFloat(x/y, 'f', 2, 64)
