@@ -28,9 +28,11 @@ import (
 // chunks carrying an inline image, which stay well under this.
 const DefaultMaxEventSize = 4 << 20
 
-// initialBufferSize is the Reader's first buffer. Most events fit many times
-// over, so the buffer normally never grows.
-const initialBufferSize = 4096
+// initialBufferSize is the Reader's first buffer. The vendors' events are a
+// few hundred bytes, so they fit and the buffer normally never grows; a
+// bigger one would only cost every open stream its memory, since the
+// transport under the Reader buffers the network reads already.
+const initialBufferSize = 1024
 
 // maxConsecutiveEmptyReads matches bufio: a reader that keeps returning
 // (0, nil) is broken, and spinning on it forever would hang the stream.
