@@ -581,11 +581,12 @@ func cpuTime(pid int) (time.Duration, error) {
 // benchLine matches one line of the allocation benchmark's output.
 var benchLine = regexp.MustCompile(`^BenchmarkAllocsPerRequest/(\w+)/(\w+)\S*\s+\d+\s+[\d.]+ ns/op\s+\d+ B/op\s+(\d+) allocs/op`)
 
-// allocBenchmark runs proxy's BenchmarkAllocsPerRequest (three times, pinned
-// to the proxies' core) and returns, per "kind/proxy", the median of the
-// allocations per request beyond a direct call's.
+// allocBenchmark runs proxy's BenchmarkAllocsPerRequest once, pinned to the
+// proxies' core (allocation counts do not vary between runs, unlike times),
+// and returns, per "kind/proxy", the allocations per request beyond a
+// direct call's.
 func allocBenchmark(cfg compareConfig) (map[string]float64, error) {
-	args := []string{"go", "test", "-run=^$", "-bench=AllocsPerRequest", "-benchtime=" + strconv.Itoa(cfg.benchN) + "x", "-count=3", "./proxy/"}
+	args := []string{"go", "test", "-run=^$", "-bench=AllocsPerRequest", "-benchtime=" + strconv.Itoa(cfg.benchN) + "x", "-count=1", "./proxy/"}
 	if cfg.cpu != "" {
 		args = append([]string{"taskset", "-c", cfg.cpu}, args...)
 	}
@@ -698,7 +699,7 @@ func reportMarkdown(cfg compareConfig, res map[string]*figures, load string, too
 	fmt.Fprintf(&w, "Latency: %d rounds, one call per variant each in a new random order. Requests/s: closed loop, "+
 		"two %s runs per level and proxy, alternating, median; the proxies used %.0f%% (detour) and %.0f%% (bare) of their core "+
 		"over those runs, which CPU per request is measured over (/proc utime+stime). Allocations: "+
-		"`go test -bench=AllocsPerRequest ./proxy/` (%d requests, three runs, median), the same two proxies in one process, "+
+		"`go test -bench=AllocsPerRequest ./proxy/` (%d requests; the counts do not vary between runs), the same two proxies in one process, "+
 		"minus a direct call's allocations (client and vendor). Streams: %d per variant, the vendor pausing %s between events; an event's transit is "+
 		"its arrival at the client minus its write by the vendor (one clock), the median over a stream's %d events, then over streams. RSS: fresh processes, each stream held after its first "+
 		"content event. Time to ready: process start to its listening line, the faster of two starts.\n",
