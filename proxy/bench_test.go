@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -13,14 +14,19 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/elazarl/goproxy"
 
 	"github.com/detour-proxy/detour/internal/detourtest"
+	"github.com/detour-proxy/detour/internal/fakevendor"
+	"github.com/detour-proxy/detour/internal/mitm"
+	"github.com/detour-proxy/detour/proxy"
 	"github.com/detour-proxy/detour/rewrite"
 )
 
@@ -318,4 +324,134 @@ func shuffledRounds(rounds int, fns map[string]func() error) (map[string]detourt
 		}
 	}
 	return out, nil
+}
+
+// allocWords is the answer of the allocation benchmarks' vendor: 200 words,
+// so that a stream carries 200 content events.
+var allocWords = strings.TrimSpace(strings.Repeat("word ", 200))
+
+// barePoolSize is the buffer size of the bare proxy's BufferPool, the
+// size httputil.ReverseProxy allocates per copy without one.
+const barePoolSize = 32 << 10
+
+type barePool struct{ p sync.Pool }
+
+func (b *barePool) Get() []byte {
+	if v, ok := b.p.Get().(*[]byte); ok {
+		return *v
+	}
+	return make([]byte, barePoolSize)
+}
+
+func (b *barePool) Put(p []byte) { b.p.Put(&p) }
+
+// newBareProxy is the baseline detour is measured against: a bare
+// httputil.ReverseProxy to target with a BufferPool and a transport pooling
+// as many connections as detour's. internal/loadharness runs the same
+// proxy as a child process.
+func newBareProxy(target *url.URL) *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Rewrite:    func(pr *httputil.ProxyRequest) { pr.SetURL(target) },
+		Transport:  &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second},
+		BufferPool: &barePool{},
+	}
+}
+
+// BenchmarkAllocsPerRequest counts the allocations of one request through
+// detour (base-URL mode, the log line at info and metrics on, as detour
+// serve runs by default) and through a bare httputil.ReverseProxy, both in
+// plain HTTP to the same fake vendor, with a direct call beside them. The
+// client and the vendor run in the same process, so every figure includes
+// their allocations: what a proxy adds is its figure minus direct's
+// (internal/loadharness compare does that subtraction). json is a
+// non-streaming answer; stream a 200-event SSE stream. Run:
+//
+//	go test -run='^$' -bench=AllocsPerRequest -benchtime=2000x ./proxy/
+func BenchmarkAllocsPerRequest(b *testing.B) {
+	vendor := fakevendor.New(rewrite.OpenAI, fakevendor.Options{Name: "bench", Text: allocWords, Chunks: 200})
+	vsrv := httptest.NewServer(vendor)
+	b.Cleanup(vsrv.Close)
+	vu, _ := url.Parse(vsrv.URL)
+
+	rpSrv := httptest.NewServer(newBareProxy(vu))
+	b.Cleanup(rpSrv.Close)
+
+	dir := b.TempDir()
+	pol := fmt.Sprintf(`{
+  "ca": {"cert_file": %q, "key_file": %q},
+  "upstreams": {"v": {"shape": "openai", "base_url": "%s/v1", "auth": {"from": "client"}}},
+  "routes": [{"name": "r", "match": {"host": "api.openai.com", "path": "/v1/chat/completions"}, "chain": ["v"]}]
+}`, dir+"/ca.pem", dir+"/ca-key.pem", vsrv.URL)
+	polPath := dir + "/policy.json"
+	if err := os.WriteFile(polPath, []byte(pol), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	adminLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready, done := make(chan struct{}), make(chan error, 1)
+	go func() {
+		done <- proxy.Serve(ctx, proxy.Options{PolicyPath: polPath, Stderr: io.Discard, Listener: ln, AdminListener: adminLn,
+			Ready: func(net.Addr, *mitm.CA) { close(ready) }})
+	}()
+	b.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-ready:
+	case err := <-done:
+		b.Fatalf("detour did not start: %v", err)
+	case <-time.After(10 * time.Second):
+		b.Fatal("detour did not start within 10s")
+	}
+
+	urls := map[string]string{
+		"direct": vsrv.URL + "/v1/chat/completions",
+		"bare":   rpSrv.URL + "/v1/chat/completions",
+		"detour": "http://" + ln.Addr().String() + "/openai/v1/chat/completions",
+	}
+	for _, kind := range []struct {
+		name   string
+		stream bool
+	}{{"json", false}, {"stream", true}} {
+		body := benchBody
+		if kind.stream {
+			body = strings.Replace(benchBody, `{"model"`, `{"stream":true,"model"`, 1)
+		}
+		for _, via := range []string{"direct", "bare", "detour"} {
+			b.Run(kind.name+"/"+via, func(b *testing.B) {
+				c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+				defer c.CloseIdleConnections()
+				call := func() {
+					req, _ := http.NewRequest(http.MethodPost, urls[via], strings.NewReader(body))
+					req.Header.Set("Content-Type", "application/json")
+					req.Header.Set("Authorization", "Bearer sk-bench")
+					resp, err := c.Do(req)
+					if err != nil {
+						b.Fatal(err)
+					}
+					n, err := io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if err != nil || resp.StatusCode != http.StatusOK || n == 0 {
+						b.Fatalf("%s: status %d, %d bytes, %v", via, resp.StatusCode, n, err)
+					}
+				}
+				for range 20 { // warm connections and pools
+					call()
+				}
+				vendor.Reset()
+				b.ReportAllocs()
+				b.ResetTimer()
+				for range b.N {
+					call()
+				}
+				b.StopTimer()
+				vendor.Reset()
+			})
+		}
+	}
 }

@@ -139,11 +139,13 @@ type framingScanner struct {
 	headerLen int
 	remaining int64
 
-	// The request being read.
-	method, target, proto string
-	contentLength         []string
-	transferEncoding      []string
-	upgrade               bool
+	// The request being read. Only what the verdict needs of its request
+	// line is kept, so that scanning allocates nothing for a request
+	// without framing headers.
+	connect, optionsStar, http10 bool
+	contentLength                []string
+	transferEncoding             []string
+	upgrade                      bool
 
 	verdicts []bool
 }
@@ -187,46 +189,49 @@ func (f *framingScanner) scan(p []byte) {
 		if f.state == stRequestLine || f.state == stHeader {
 			f.headerLen += len(f.line) + 1
 		}
-		line := string(bytes.TrimSuffix(f.line, []byte("\r")))
-		f.line = f.line[:0]
+		line := bytes.TrimSuffix(f.line, []byte("\r"))
 		f.onLine(line)
+		f.line = f.line[:0]
 	}
 }
 
-func (f *framingScanner) onLine(line string) {
+// onLine takes one line, without its line break. line is f.line's memory,
+// reused for the next line: whatever is kept of it is copied.
+func (f *framingScanner) onLine(line []byte) {
 	switch f.state {
 	case stRequestLine:
-		method, rest, ok1 := strings.Cut(line, " ")
-		target, proto, ok2 := strings.Cut(rest, " ")
+		method, rest, ok1 := bytes.Cut(line, []byte(" "))
+		target, proto, ok2 := bytes.Cut(rest, []byte(" "))
 		if !ok1 || !ok2 {
 			// net/http refuses it and closes the connection.
 			f.state = stOff
 			return
 		}
-		f.method, f.target, f.proto = method, target, proto
+		f.connect = string(method) == http.MethodConnect
+		f.optionsStar = string(method) == "OPTIONS" && string(target) == "*"
+		f.http10 = string(proto) == "HTTP/1.0"
 		f.state = stHeader
 	case stHeader:
-		if line == "" {
+		if len(line) == 0 {
 			f.endHeaders()
 			return
 		}
-		name, value, ok := strings.Cut(line, ":")
+		name, value, ok := bytes.Cut(line, []byte(":"))
 		if !ok {
 			f.state = stOff
 			return
 		}
-		value = strings.TrimSpace(value)
 		switch {
-		case strings.EqualFold(name, "Content-Length"):
-			f.contentLength = append(f.contentLength, value)
-		case strings.EqualFold(name, "Transfer-Encoding"):
-			f.transferEncoding = append(f.transferEncoding, value)
-		case strings.EqualFold(name, "Upgrade"):
+		case bytes.EqualFold(name, []byte("Content-Length")):
+			f.contentLength = append(f.contentLength, string(bytes.TrimSpace(value)))
+		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
+			f.transferEncoding = append(f.transferEncoding, string(bytes.TrimSpace(value)))
+		case bytes.EqualFold(name, []byte("Upgrade")):
 			f.upgrade = true
 		}
 	case stChunkSize:
-		size, _, _ := strings.Cut(line, ";")
-		n, err := strconv.ParseUint(strings.TrimSpace(size), 16, 63)
+		size, _, _ := bytes.Cut(line, []byte(";"))
+		n, err := parseHex(bytes.TrimSpace(size))
 		if err != nil {
 			f.state = stOff
 			return
@@ -237,16 +242,43 @@ func (f *framingScanner) onLine(line string) {
 		}
 		f.remaining, f.state = int64(n), stChunkData
 	case stChunkEnd:
-		if line != "" {
+		if len(line) != 0 {
 			f.state = stOff
 			return
 		}
 		f.state = stChunkSize
 	case stTrailer:
-		if line == "" {
+		if len(line) == 0 {
 			f.nextRequest()
 		}
 	}
+}
+
+// parseHex is strconv.ParseUint(string(b), 16, 63) without the copy: a
+// chunk size line is scanned for every chunk of a chunked body.
+func parseHex(b []byte) (uint64, error) {
+	if len(b) == 0 {
+		return 0, strconv.ErrSyntax
+	}
+	var n uint64
+	for _, c := range b {
+		var d byte
+		switch {
+		case '0' <= c && c <= '9':
+			d = c - '0'
+		case 'a' <= c && c <= 'f':
+			d = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			d = c - 'A' + 10
+		default:
+			return 0, strconv.ErrSyntax
+		}
+		if n >= 1<<59 { // one more digit would pass 63 bits
+			return 0, strconv.ErrRange
+		}
+		n = n<<4 | uint64(d)
+	}
+	return n, nil
 }
 
 // endHeaders records the verdict on the request whose header block just
@@ -254,14 +286,14 @@ func (f *framingScanner) onLine(line string) {
 func (f *framingScanner) endHeaders() {
 	// net/http answers OPTIONS * itself, without detour's handler: it
 	// takes no verdict.
-	if f.method != "OPTIONS" || f.target != "*" {
+	if !f.optionsStar {
 		if len(f.verdicts) == maxPendingVerdicts {
 			f.state = stOff
 			return
 		}
 		// Transfer-Encoding counts from HTTP/1.1 on; net/http ignores it
 		// in HTTP/1.0 and frames by Content-Length alone.
-		http11 := f.proto != "HTTP/1.0"
+		http11 := !f.http10
 		ambiguous := http11 && len(f.transferEncoding) > 0 && len(f.contentLength) > 0
 		f.verdicts = append(f.verdicts, ambiguous)
 		if ambiguous {
@@ -271,10 +303,10 @@ func (f *framingScanner) endHeaders() {
 		}
 	}
 	switch {
-	case f.method == http.MethodConnect || f.upgrade:
+	case f.connect || f.upgrade:
 		// What follows is a tunnel, not requests.
 		f.state = stOff
-	case f.proto != "HTTP/1.0" && len(f.transferEncoding) > 0:
+	case !f.http10 && len(f.transferEncoding) > 0:
 		if len(f.transferEncoding) != 1 || !strings.EqualFold(f.transferEncoding[0], "chunked") {
 			// net/http refuses any other transfer coding.
 			f.state = stOff
@@ -305,6 +337,6 @@ func (f *framingScanner) endHeaders() {
 func (f *framingScanner) nextRequest() {
 	f.state = stRequestLine
 	f.headerLen = 0
-	f.method, f.target, f.proto = "", "", ""
+	f.connect, f.optionsStar, f.http10 = false, false, false
 	f.contentLength, f.transferEncoding, f.upgrade = nil, nil, false
 }

@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -91,6 +92,8 @@ func NewServer(store *policy.Store, signer *mitm.Signer, runner *chain.Runner, l
 	gp.Tr = chain.NewTransport(TunnelDialTimeout, nil, func(_ context.Context, _, addr string) (net.Conn, error) {
 		return nil, &egressRefused{addr: addr, reason: "goproxy does not dial for detour"}
 	})
+	// serveFront sends base-URL requests to s.baseURL itself; goproxy's
+	// NonproxyHandler is the same, should a request ever reach it.
 	gp.NonproxyHandler = http.HandlerFunc(s.baseURL)
 	gp.OnRequest().HandleConnectFunc(s.connect)
 	s.gp = gp
@@ -143,6 +146,14 @@ func (s *Server) serveFront(w http.ResponseWriter, r *http.Request) {
 		}
 	case r.URL.IsAbs():
 		s.forward(w, r, pol)
+		return
+	default:
+		// Base-URL mode. goproxy would only hand the request to its
+		// NonproxyHandler (s.baseURL), after building a per-request
+		// context and formatting its URL for a log line it does not
+		// write: called directly, a request costs fewer allocations and a
+		// shallower stack, which every open stream holds.
+		s.baseURL(w, r)
 		return
 	}
 	s.gp.ServeHTTP(w, r)
@@ -318,7 +329,7 @@ func (s *Server) baseURL(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rest := strings.TrimPrefix(r.URL.Path, "/")
-	alias, tail, _ := strings.Cut(rest, "/")
+	alias, tail, slash := strings.Cut(rest, "/")
 	host, ok := baseAliases[alias]
 	if !ok {
 		http.Error(w, "detour: unknown path "+r.URL.Path+".\n"+
@@ -326,11 +337,26 @@ func (s *Server) baseURL(w http.ResponseWriter, r *http.Request) {
 			http.StatusNotFound)
 		return
 	}
-	r2 := r.Clone(r.Context())
-	r2.URL.Path = "/" + tail
-	r2.URL.RawPath = ""
-	r2.Host = host
+	// A shallow copy with a URL of its own, in one allocation: the chain
+	// only reads the request's headers (it builds each upstream request's
+	// own), so the deep copy r.Clone makes of them is not needed.
+	c := &baseURLRequest{req: *r, url: *r.URL}
+	// "/" + tail without building it: tail and the slash before it.
+	c.url.Path = "/"
+	if slash {
+		c.url.Path = r.URL.Path[len(r.URL.Path)-len(tail)-1:]
+	}
+	c.url.RawPath = ""
+	c.req.URL = &c.url
+	c.req.Host = host
+	r2 := &c.req
 	s.runner.Serve(w, r2, chain.Target{Host: host, Port: "443", Mode: "base_url"})
+}
+
+// baseURLRequest is a base-URL request rewritten for its vendor host.
+type baseURLRequest struct {
+	req http.Request
+	url url.URL
 }
 
 func splitHostPort(hp string) (host, port string) {

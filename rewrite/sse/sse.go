@@ -28,9 +28,11 @@ import (
 // chunks carrying an inline image, which stay well under this.
 const DefaultMaxEventSize = 4 << 20
 
-// initialBufferSize is the Reader's first buffer. Most events fit many times
-// over, so the buffer normally never grows.
-const initialBufferSize = 4096
+// initialBufferSize is the Reader's first buffer. The vendors' events are a
+// few hundred bytes, so they fit and the buffer normally never grows; a
+// bigger one would only cost every open stream its memory, since the
+// transport under the Reader buffers the network reads already.
+const initialBufferSize = 1024
 
 // maxConsecutiveEmptyReads matches bufio: a reader that keeps returning
 // (0, nil) is broken, and spinning on it forever would hang the stream.
@@ -142,6 +144,20 @@ func (r *Reader) SetMaxEventSize(n int) {
 // not yet returned in an event's Raw. After Next returns an error other than
 // io.EOF, these are the bytes of the incomplete event.
 func (r *Reader) Buffered() int { return r.w - r.r }
+
+// EventBuffered reports whether a whole event is already buffered, so that
+// the next call to Next returns it without reading from the underlying
+// reader. A writer forwarding events one by one can then flush only when
+// EventBuffered is false: events that arrived together leave together, and
+// none waits behind a read that may block.
+//
+// It looks only for a blank line written as "\n\n" or "\r\n\r\n" (what the
+// vendors send); an event ended otherwise is reported as not buffered, which
+// at worst costs a flush.
+func (r *Reader) EventBuffered() bool {
+	b := r.buf[r.r:r.w]
+	return bytes.Contains(b, []byte("\n\n")) || bytes.Contains(b, []byte("\r\n\r\n"))
+}
 
 // Next reads and returns the next event.
 //

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// barePoolSize is the buffer size of the bare proxy's BufferPool: the size
+// httputil.ReverseProxy allocates per copy when it has no pool.
+const barePoolSize = 32 << 10
+
+// barePool is the simplest BufferPool: a sync.Pool of 32 KiB buffers.
+type barePool struct{ p sync.Pool }
+
+func (b *barePool) Get() []byte {
+	if v, ok := b.p.Get().(*[]byte); ok {
+		return *v
+	}
+	return make([]byte, barePoolSize)
+}
+
+func (b *barePool) Put(p []byte) { b.p.Put(&p) }
+
+// newBareProxy is the baseline detour is measured against: a bare
+// httputil.ReverseProxy to target with a BufferPool, and a transport that
+// pools as many connections per host as detour's. proxy/bench_test.go
+// counts allocations against the same proxy.
+func newBareProxy(target *url.URL) *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Rewrite:    func(pr *httputil.ProxyRequest) { pr.SetURL(target) },
+		Transport:  &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second},
+		BufferPool: &barePool{},
+	}
+}
+
+// bareReadyLine starts the line the bare proxy child writes to stderr once
+// it listens; the address follows.
+const bareReadyLine = "bare proxy listening "
+
+// bare runs the baseline proxy as a child process of compare, so that it is
+// measured exactly as detour is: its own process, pinned to the same core.
+func bare(args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bare", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	upstream := fs.String("upstream", "", "base URL of the vendor to proxy to")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	u, err := url.Parse(*upstream)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("-upstream %q is not a URL", *upstream)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: newBareProxy(u), ReadHeaderTimeout: 30 * time.Second}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	fmt.Fprintln(stderr, bareReadyLine+ln.Addr().String())
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

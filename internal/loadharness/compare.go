@@ -1,0 +1,730 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/detour-proxy/detour/internal/fakevendor"
+	"github.com/detour-proxy/detour/rewrite"
+)
+
+// The README's generated section lies between these markers; compare
+// -readme rewrites what is between them and nothing else.
+const (
+	measuredBegin = "<!-- measured:begin -->"
+	measuredEnd   = "<!-- measured:end -->"
+)
+
+// compareConfig bounds one compare run.
+type compareConfig struct {
+	rounds       int           // c=1 latency rounds (one request per variant each)
+	rpsFor       time.Duration // length of one rps run; each level runs twice per proxy
+	streamRounds int           // 200-event streams per variant
+	events       int           // content events per stream
+	eventGap     time.Duration // the vendor's pause between stream events
+	streams      int           // streams held open for the RSS figure
+	benchN       int           // -benchtime of the allocation benchmark
+	cpu, genCPU  string        // cores of the proxies and of the load generator
+}
+
+// variant is one proxy under measurement: a child process and the URL an
+// app uses to reach the vendor's chat endpoint through it.
+type variant struct {
+	name  string
+	child *detourChild
+	url   string
+	cl    *http.Client
+}
+
+// figures is everything compare reports for one proxy.
+type figures struct {
+	p50, p99     time.Duration // added over direct, c=1
+	rps16, rps64 float64
+	cpuPerReq    time.Duration // over the rps runs
+	busy         float64       // share of its core the proxy used during the rps runs
+	allocsJSON   float64       // allocations per request over direct (benchmark)
+	allocsStream float64
+	ttft         time.Duration // added p50 time to first content event
+	perEvent     time.Duration // added stream time per event
+	rssMiB       float64       // with cfg.streams open streams
+	ready        time.Duration
+}
+
+// compare runs detour (base-URL mode) and a bare httputil.ReverseProxy with
+// a BufferPool as child processes pinned to one core, against one fake
+// vendor in this process, with the load generated from another core, and
+// reports every figure for both and their ratio.
+func compare(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg compareConfig
+	fs.IntVar(&cfg.rounds, "rounds", 2000, "c=1 latency rounds")
+	fs.DurationVar(&cfg.rpsFor, "rps-for", 2*time.Second, "length of one rps run (two per level and proxy)")
+	fs.IntVar(&cfg.streamRounds, "stream-rounds", 100, "200-event streams per variant")
+	fs.IntVar(&cfg.events, "events", 200, "content events per stream")
+	fs.DurationVar(&cfg.eventGap, "event-gap", 200*time.Microsecond, "the vendor's pause between stream events")
+	fs.IntVar(&cfg.streams, "streams", 1000, "streams held open for the RSS figure")
+	fs.IntVar(&cfg.benchN, "bench-n", 300, "requests per variant in the allocation benchmark (0: skip it)")
+	fs.StringVar(&cfg.cpu, "cpu", "1", "core the proxies are pinned to (taskset)")
+	fs.StringVar(&cfg.genCPU, "gen-cpu", "0", "core of this process: load generator and vendor")
+	readme := fs.String("readme", "", "rewrite the section between "+measuredBegin+" and "+measuredEnd+" of this file")
+	phases := fs.String("phases", "latency,rps,stream,rss", "phases to run, comma-separated (the allocation benchmark runs unless -bench-n 0)")
+	bin := fs.String("detour", "", "detour binary to measure; empty: go build the module's main package")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	start := time.Now()
+	load, _ := os.ReadFile("/proc/loadavg")
+
+	dir, err := os.MkdirTemp("", "detour-compare-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if *bin, err = detourBinary(*bin, dir, stderr); err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	if cfg.genCPU != "" {
+		// Every thread of this process, and those it starts later.
+		if out, err := exec.Command("taskset", "-a", "-p", "-c", cfg.genCPU, strconv.Itoa(os.Getpid())).CombinedOutput(); err != nil {
+			return fmt.Errorf("taskset: %v: %s", err, out)
+		}
+	}
+
+	// The allocation benchmark first: it builds a test binary, which must
+	// not run beside the timed phases.
+	var allocs map[string]float64
+	if cfg.benchN > 0 {
+		fmt.Fprintln(stderr, "compare: allocation benchmark (go test -bench=AllocsPerRequest ./proxy/)")
+		if allocs, err = allocBenchmark(cfg); err != nil {
+			return err
+		}
+	}
+
+	words := strings.TrimSpace(strings.Repeat("word ", cfg.events))
+	vendor := fakevendor.New(rewrite.OpenAI, fakevendor.Options{Name: "compare", Text: words, Chunks: cfg.events, EventDelay: cfg.eventGap})
+	sends := &sendLog{m: map[string][]time.Time{}}
+	vsrv := httptest.NewServer(sends.wrap(vendor))
+	defer vsrv.Close()
+
+	pol := fmt.Sprintf(`{
+  "listen": "127.0.0.1:0", "admin_listen": "127.0.0.1:0",
+  "ca": {"cert_file": "ca.pem", "key_file": "ca-key.pem"},
+  "upstreams": {"fake": {"shape": "openai", "base_url": "%s/v1", "auth": {"from": "client"}, "timeouts": {"idle": "1h"}}},
+  "routes": [{"name": "chat", "match": {"host": "api.openai.com", "path": "/v1/chat/completions"}, "chain": ["fake"]}]
+}`, vsrv.URL)
+	polPath := filepath.Join(dir, "policy.json")
+	if err := os.WriteFile(polPath, []byte(pol), 0o644); err != nil {
+		return err
+	}
+	startAll := func() ([]*variant, error) {
+		bc, err := startChild([]string{self, "bare", "-upstream", vsrv.URL}, dir, cfg.cpu, func(line []byte) (string, string, bool) {
+			a, ok := bytes.CutPrefix(line, []byte(bareReadyLine))
+			return string(a), "", ok
+		})
+		if err != nil {
+			return nil, fmt.Errorf("bare proxy: %w", err)
+		}
+		dc, err := startDetour(*bin, polPath, cfg.cpu, stderr)
+		if err != nil {
+			bc.stop()
+			return nil, fmt.Errorf("detour: %w", err)
+		}
+		return []*variant{
+			{name: "bare", child: bc, url: "http://" + bc.listen + "/v1/chat/completions", cl: newClient()},
+			{name: "detour", child: dc, url: "http://" + dc.listen + "/openai/v1/chat/completions", cl: newClient()},
+		}, nil
+	}
+	stopAll := func(vs []*variant) {
+		for _, v := range vs {
+			v.cl.CloseIdleConnections()
+			v.child.stop()
+		}
+	}
+
+	vs, err := startAll()
+	if err != nil {
+		return err
+	}
+	defer func() { stopAll(vs) }()
+	res := map[string]*figures{}
+	for _, v := range vs {
+		res[v.name] = &figures{ready: v.child.ready, allocsJSON: allocs["json/"+v.name], allocsStream: allocs["stream/"+v.name]}
+	}
+	direct := &variant{name: "direct", url: vsrv.URL + "/v1/chat/completions", cl: newClient()}
+
+	run := func(phase string) bool { return slices.Contains(strings.Split(*phases, ","), phase) }
+	if run("latency") {
+		fmt.Fprintln(stderr, "compare: added latency, c=1")
+		if err := latencyPhase(cfg, direct, vs, res); err != nil {
+			return err
+		}
+		vendor.Reset()
+	}
+	if run("rps") {
+		fmt.Fprintln(stderr, "compare: requests per second, c=16 and c=64")
+		if err := rpsPhase(cfg, vs, res); err != nil {
+			return err
+		}
+		vendor.Reset()
+	}
+	if run("stream") {
+		fmt.Fprintf(stderr, "compare: time to first token, %d-event streams\n", cfg.events)
+		if err := streamPhase(cfg, direct, vs, res, sends); err != nil {
+			return err
+		}
+		vendor.Reset()
+	}
+	if !run("rss") {
+		md := reportMarkdown(cfg, res, string(bytes.TrimSpace(load)), time.Since(start))
+		fmt.Fprint(stdout, md)
+		return nil
+	}
+
+	// Open streams are measured in fresh processes, so that the heap the
+	// load phases grew does not count; their start is a second sample of
+	// the time to ready.
+	stopAll(vs)
+	vendor.SetDefault(fakevendor.Fault{Kind: fakevendor.StreamStall, Delay: time.Hour})
+	if vs, err = startAll(); err != nil {
+		return err
+	}
+	for _, v := range vs {
+		res[v.name].ready = min(res[v.name].ready, v.child.ready)
+	}
+	fmt.Fprintf(stderr, "compare: RSS with %d open streams\n", cfg.streams)
+	idle := map[string]float64{}
+	for _, v := range vs {
+		s, err := v.child.sample()
+		if err != nil {
+			return err
+		}
+		idle[v.name] = s.rssMiB
+	}
+	for _, v := range vs {
+		s, err := holdStreams(v, cfg.streams)
+		if err != nil {
+			return fmt.Errorf("%s: %w", v.name, err)
+		}
+		res[v.name].rssMiB = s.rssMiB
+		fmt.Fprintf(stderr, "compare: %s: idle %.1f MiB, %d streams %.1f MiB\n", v.name, idle[v.name], cfg.streams, s.rssMiB)
+	}
+
+	md := reportMarkdown(cfg, res, string(bytes.TrimSpace(load)), time.Since(start))
+	fmt.Fprint(stdout, md)
+	if *readme != "" {
+		return rewriteMeasured(*readme, md)
+	}
+	return nil
+}
+
+func newClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 128, DisableCompression: true}}
+}
+
+const (
+	chatBody   = `{"model":"gpt-4o","messages":[{"role":"user","content":"Say hello."}]}`
+	streamBody = `{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"Say hello."}]}`
+)
+
+// sendLog keeps, per stream (by its X-Compare-Id header), when the vendor
+// wrote each content event: the vendor and the client share this process's
+// clock, so an event's transit through a proxy is its arrival time minus
+// its send time.
+type sendLog struct {
+	mu sync.Mutex
+	m  map[string][]time.Time
+}
+
+func (l *sendLog) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("X-Compare-Id")
+		if id == "" {
+			h.ServeHTTP(w, r)
+			return
+		}
+		tw := &timedWriter{ResponseWriter: w}
+		h.ServeHTTP(tw, r)
+		l.mu.Lock()
+		l.m[id] = tw.sent
+		l.mu.Unlock()
+	})
+}
+
+func (l *sendLog) take(id string) []time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t := l.m[id]
+	delete(l.m, id)
+	return t
+}
+
+// timedWriter notes the time of every content event written through it.
+type timedWriter struct {
+	http.ResponseWriter
+	sent []time.Time
+}
+
+func (t *timedWriter) Write(p []byte) (int, error) {
+	now := time.Now()
+	for range bytes.Count(p, contentMark) {
+		t.sent = append(t.sent, now)
+	}
+	return t.ResponseWriter.Write(p)
+}
+
+func (t *timedWriter) Flush() {
+	if f, ok := t.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (t *timedWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }
+
+// call makes one non-streaming chat request and reads the answer whole.
+func (v *variant) call(ctx context.Context) error {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, v.url, strings.NewReader(chatBody))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer sk-compare")
+	resp, err := v.cl.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: status %d", v.name, resp.StatusCode)
+	}
+	return nil
+}
+
+// contentMark is in every content event of the fake's OpenAI stream.
+var contentMark = []byte(`"delta":{"content":"`)
+
+// stream makes one streaming request, tagged id for the vendor's send
+// log, and returns the time to its first content event and the arrival
+// time of every content event.
+func (v *variant) stream(id string) (ttft time.Duration, arrived []time.Time, err error) {
+	req, _ := http.NewRequest(http.MethodPost, v.url, strings.NewReader(streamBody))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer sk-compare")
+	req.Header.Set("X-Compare-Id", id)
+	start := time.Now()
+	resp, err := v.cl.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, nil, fmt.Errorf("%s: status %d", v.name, resp.StatusCode)
+	}
+	r := bufio.NewReader(resp.Body)
+	for {
+		line, err := r.ReadSlice('\n')
+		if bytes.Contains(line, contentMark) {
+			arrived = append(arrived, time.Now())
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return 0, nil, err
+		}
+	}
+	if len(arrived) == 0 {
+		return 0, nil, fmt.Errorf("%s: stream without content", v.name)
+	}
+	return arrived[0].Sub(start), arrived, nil
+}
+
+// latencyPhase calls direct and every proxy once per round, in a new
+// random order each round, and keeps what each proxy adds over direct.
+func latencyPhase(cfg compareConfig, direct *variant, vs []*variant, res map[string]*figures) error {
+	all := append([]*variant{direct}, vs...)
+	lat := map[string][]time.Duration{}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for r := -50; r < cfg.rounds; r++ { // 50 warm-up rounds
+		rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+		for _, v := range all {
+			t := time.Now()
+			if err := v.call(context.Background()); err != nil {
+				return err
+			}
+			if r >= 0 {
+				lat[v.name] = append(lat[v.name], time.Since(t))
+			}
+		}
+	}
+	for _, v := range vs {
+		res[v.name].p50 = pct(lat[v.name], 50) - pct(lat["direct"], 50)
+		res[v.name].p99 = pct(lat[v.name], 99) - pct(lat["direct"], 99)
+	}
+	return nil
+}
+
+// rpsPhase runs closed-loop load at c=16 and c=64 against each proxy in
+// turn (twice each, alternating), and its CPU time from /proc.
+func rpsPhase(cfg compareConfig, vs []*variant, res map[string]*figures) error {
+	cpu := map[string]time.Duration{}
+	reqs := map[string]int64{}
+	wall := map[string]time.Duration{}
+	for _, c := range []int{16, 64} {
+		got := map[string][]float64{}
+		for rep := 0; rep < 2; rep++ {
+			for _, v := range vs {
+				before, err := cpuTime(v.child.pid())
+				if err != nil {
+					return err
+				}
+				n, d, err := closedLoop(v, c, cfg.rpsFor)
+				if err != nil {
+					return err
+				}
+				after, err := cpuTime(v.child.pid())
+				if err != nil {
+					return err
+				}
+				cpu[v.name] += after - before
+				reqs[v.name] += n
+				wall[v.name] += d
+				got[v.name] = append(got[v.name], float64(n)/d.Seconds())
+			}
+		}
+		for _, v := range vs {
+			m := median(got[v.name])
+			if c == 16 {
+				res[v.name].rps16 = m
+			} else {
+				res[v.name].rps64 = m
+			}
+		}
+	}
+	for _, v := range vs {
+		res[v.name].cpuPerReq = cpu[v.name] / time.Duration(reqs[v.name])
+		res[v.name].busy = cpu[v.name].Seconds() / wall[v.name].Seconds()
+	}
+	return nil
+}
+
+// closedLoop runs c workers calling v back to back for d, and returns how
+// many calls finished and how long it took.
+func closedLoop(v *variant, c int, d time.Duration) (int64, time.Duration, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var n atomic.Int64
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	start := time.Now()
+	for range c {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				if err := v.call(ctx); err != nil {
+					if ctx.Err() == nil {
+						firstErr.CompareAndSwap(nil, err)
+						cancel()
+					}
+					return
+				}
+				n.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start)
+	if err, ok := firstErr.Load().(error); ok {
+		return 0, 0, err
+	}
+	return n.Load(), el, nil
+}
+
+// streamPhase streams cfg.events content events through direct and every
+// proxy, interleaved, and keeps each proxy's time to first content and
+// per-event transit (the median over a stream's events of arrival minus
+// send) over direct's.
+func streamPhase(cfg compareConfig, direct *variant, vs []*variant, res map[string]*figures, sends *sendLog) error {
+	all := append([]*variant{direct}, vs...)
+	ttft := map[string][]time.Duration{}
+	per := map[string][]time.Duration{}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for r := -5; r < cfg.streamRounds; r++ {
+		rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+		for _, v := range all {
+			id := fmt.Sprintf("%s-%d", v.name, r)
+			t, arrived, err := v.stream(id)
+			if err != nil {
+				return err
+			}
+			sent := sends.take(id)
+			if len(arrived) != cfg.events || len(sent) != cfg.events {
+				return fmt.Errorf("%s: %d content events sent, %d arrived; want %d", v.name, len(sent), len(arrived), cfg.events)
+			}
+			if r >= 0 {
+				ttft[v.name] = append(ttft[v.name], t)
+				transit := make([]time.Duration, len(sent))
+				for i := range sent {
+					transit[i] = arrived[i].Sub(sent[i])
+				}
+				per[v.name] = append(per[v.name], pct(transit, 50))
+			}
+		}
+	}
+	for _, v := range vs {
+		res[v.name].ttft = pct(ttft[v.name], 50) - pct(ttft["direct"], 50)
+		res[v.name].perEvent = pct(per[v.name], 50) - pct(per["direct"], 50)
+	}
+	return nil
+}
+
+// holdStreams opens n streams through v, waits until each has its first
+// content event, and samples the child's RSS while they are all held.
+func holdStreams(v *variant, n int) (sample, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tr := &http.Transport{MaxIdleConnsPerHost: -1, DisableCompression: true}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	var wg sync.WaitGroup
+	defer wg.Wait() // after cancel: every stream is closed before the next proxy's turn
+	committed := make(chan error, n)
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, v.url, strings.NewReader(streamBody))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer sk-compare")
+			resp, err := client.Do(req)
+			if err != nil {
+				committed <- err
+				return
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				committed <- fmt.Errorf("status %d", resp.StatusCode)
+				return
+			}
+			r := bufio.NewReader(resp.Body)
+			for {
+				line, err := r.ReadSlice('\n')
+				if bytes.Contains(line, contentMark) {
+					break
+				}
+				if err != nil && err != bufio.ErrBufferFull {
+					committed <- fmt.Errorf("stream ended before its first content: %w", err)
+					return
+				}
+			}
+			committed <- nil
+			_, _ = io.Copy(io.Discard, r) // hold until cancelled
+		}()
+	}
+	deadline := time.After(time.Minute)
+	for i := range n {
+		select {
+		case err := <-committed:
+			if err != nil {
+				return sample{}, fmt.Errorf("stream %d: %w", i, err)
+			}
+		case <-deadline:
+			return sample{}, fmt.Errorf("only %d of %d streams committed within 1m", i, n)
+		}
+	}
+	defer cancel()
+	return v.child.sample()
+}
+
+// cpuTime is a process's user plus system CPU time, from /proc/pid/stat.
+func cpuTime(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name, in parentheses, may hold spaces; fields count from
+	// after it. utime and stime are fields 14 and 15 of the line.
+	i := bytes.LastIndexByte(b, ')')
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: too few fields", pid)
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	const clkTck = 100 // USER_HZ on every Linux build Go supports
+	return time.Duration(ut+st) * time.Second / clkTck, nil
+}
+
+// benchLine matches one line of the allocation benchmark's output.
+var benchLine = regexp.MustCompile(`^BenchmarkAllocsPerRequest/(\w+)/(\w+)\S*\s+\d+\s+[\d.]+ ns/op\s+\d+ B/op\s+(\d+) allocs/op`)
+
+// allocBenchmark runs proxy's BenchmarkAllocsPerRequest once, pinned to the
+// proxies' core (allocation counts do not vary between runs, unlike times),
+// and returns, per "kind/proxy", the allocations per request beyond a
+// direct call's.
+func allocBenchmark(cfg compareConfig) (map[string]float64, error) {
+	args := []string{"go", "test", "-run=^$", "-bench=AllocsPerRequest", "-benchtime=" + strconv.Itoa(cfg.benchN) + "x", "-count=1", "./proxy/"}
+	if cfg.cpu != "" {
+		args = append([]string{"taskset", "-c", cfg.cpu}, args...)
+	}
+	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	runs := map[string][]float64{}
+	for _, line := range strings.Split(string(out), "\n") {
+		m := benchLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		n, _ := strconv.ParseFloat(m[3], 64)
+		runs[m[1]+"/"+m[2]] = append(runs[m[1]+"/"+m[2]], n)
+	}
+	res := map[string]float64{}
+	for _, kind := range []string{"json", "stream"} {
+		d := median(runs[kind+"/direct"])
+		for _, p := range []string{"bare", "detour"} {
+			if len(runs[kind+"/"+p]) == 0 {
+				return nil, fmt.Errorf("no %s/%s figure in the benchmark's output:\n%s", kind, p, out)
+			}
+			res[kind+"/"+p] = median(runs[kind+"/"+p]) - d
+		}
+	}
+	return res, nil
+}
+
+func pct(l []time.Duration, p float64) time.Duration {
+	if len(l) == 0 {
+		return 0
+	}
+	s := slices.Clone(l)
+	slices.Sort(s)
+	i := int(float64(len(s))*p/100+0.5) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// reportMarkdown formats the figures as the README's generated section.
+func reportMarkdown(cfg compareConfig, res map[string]*figures, load string, took time.Duration) string {
+	d, b := res["detour"], res["bare"]
+	var w strings.Builder
+	us := func(t time.Duration) string {
+		return strconv.FormatFloat(float64(t.Nanoseconds())/1e3, 'f', 0, 64) + " µs"
+	}
+	ratio := func(x, y float64) string {
+		if y <= 0 || x < 0 { // a ratio of a figure within noise of zero means nothing
+			return "–"
+		}
+		return strconv.FormatFloat(x/y, 'f', 2, 64)
+	}
+	check := func(x, y, limit float64, atLeast bool) string {
+		if y == 0 {
+			return "–"
+		}
+		r := x / y
+		ok := r <= limit
+		if atLeast {
+			ok = r >= limit
+		}
+		op := "≤"
+		if atLeast {
+			op = "≥"
+		}
+		if ok {
+			return op + " " + strconv.FormatFloat(limit, 'f', 2, 64) + ": met"
+		}
+		return op + " " + strconv.FormatFloat(limit, 'f', 2, 64) + ": **not met**"
+	}
+	row := func(name, dv, bv, r, target string) {
+		fmt.Fprintf(&w, "| %s | %s | %s | %s | %s |\n", name, dv, bv, r, target)
+	}
+	f1 := func(x float64) string { return strconv.FormatFloat(x, 'f', 1, 64) }
+	f0 := func(x float64) string { return strconv.FormatFloat(x, 'f', 0, 64) }
+	fmt.Fprintln(&w, measuredBegin)
+	fmt.Fprintln(&w, "<!-- generated by `go run ./internal/loadharness compare -readme README.md`; do not edit by hand -->")
+	fmt.Fprintln(&w)
+	fmt.Fprintf(&w, "detour (base-URL mode, log at info, metrics on) beside a bare `httputil.ReverseProxy` with a BufferPool, "+
+		"both as child processes pinned to core %s, plain HTTP to one fake OpenAI vendor on loopback; the vendor and the load "+
+		"generator run in the harness, pinned to core %s. Added figures are over a direct call to the vendor in the same run. "+
+		"Machine: %d cores, load average at start %s (other work running); run took %s.\n\n",
+		cfg.cpu, cfg.genCPU, runtime.NumCPU(), load, took.Round(time.Second))
+	fmt.Fprintln(&w, "| | detour | bare proxy | detour/bare | target |")
+	fmt.Fprintln(&w, "|---|---|---|---|---|")
+	row("added latency p50, c=1", us(d.p50), us(b.p50), ratio(float64(d.p50), float64(b.p50)), "")
+	row("added latency p99, c=1", us(d.p99), us(b.p99), ratio(float64(d.p99), float64(b.p99)), "")
+	row("requests/s, c=16", f0(d.rps16), f0(b.rps16), ratio(d.rps16, b.rps16), check(d.rps16, b.rps16, 1.0, true))
+	row("requests/s, c=64", f0(d.rps64), f0(b.rps64), ratio(d.rps64, b.rps64), check(d.rps64, b.rps64, 1.0, true))
+	row("CPU per request", us(d.cpuPerReq), us(b.cpuPerReq), ratio(float64(d.cpuPerReq), float64(b.cpuPerReq)), "")
+	row("allocations per request, JSON", f0(d.allocsJSON), f0(b.allocsJSON), ratio(d.allocsJSON, b.allocsJSON), check(d.allocsJSON, b.allocsJSON, 1.1, false))
+	row(fmt.Sprintf("allocations per request, %d-event stream", cfg.events), f0(d.allocsStream), f0(b.allocsStream), ratio(d.allocsStream, b.allocsStream), check(d.allocsStream, b.allocsStream, 1.1, false))
+	row(fmt.Sprintf("added time to first token, %d-event stream (p50)", cfg.events), us(d.ttft), us(b.ttft), ratio(float64(d.ttft), float64(b.ttft)), check(float64(d.ttft), float64(b.ttft), 1.1, false))
+	row("added per-event transit (p50)", us(d.perEvent), us(b.perEvent), ratio(float64(d.perEvent), float64(b.perEvent)), "")
+	row(fmt.Sprintf("RSS with %d open streams", cfg.streams), f1(d.rssMiB)+" MiB", f1(b.rssMiB)+" MiB", ratio(d.rssMiB, b.rssMiB), check(d.rssMiB, b.rssMiB, 1.15, false))
+	row("time to ready", us(d.ready), us(b.ready), ratio(float64(d.ready), float64(b.ready)), "")
+	fmt.Fprintln(&w)
+	fmt.Fprintf(&w, "Latency: %d rounds, one call per variant each in a new random order. Requests/s: closed loop, "+
+		"two %s runs per level and proxy, alternating, median; the proxies used %.0f%% (detour) and %.0f%% (bare) of their core "+
+		"over those runs, which CPU per request is measured over (/proc utime+stime). Allocations: "+
+		"`go test -bench=AllocsPerRequest ./proxy/` (%d requests; the counts do not vary between runs), the same two proxies in one process, "+
+		"minus a direct call's allocations (client and vendor). Streams: %d per variant, the vendor pausing %s between events; an event's transit is "+
+		"its arrival at the client minus its write by the vendor (one clock), the median over a stream's %d events, then over streams. RSS: fresh processes, each stream held after its first "+
+		"content event. Time to ready: process start to its listening line, the faster of two starts.\n",
+		cfg.rounds, cfg.rpsFor, 100*d.busy, 100*b.busy, cfg.benchN, cfg.streamRounds, cfg.eventGap, cfg.events)
+	fmt.Fprintln(&w)
+	fmt.Fprintln(&w, "```sh")
+	fmt.Fprintln(&w, "go run ./internal/loadharness compare            # prints this section")
+	fmt.Fprintln(&w, "go run ./internal/loadharness compare -readme README.md")
+	fmt.Fprintln(&w, "```")
+	fmt.Fprintln(&w, measuredEnd)
+	return w.String()
+}
+
+// rewriteMeasured replaces the section between the markers in path.
+func rewriteMeasured(path, md string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	s := string(b)
+	i := strings.Index(s, measuredBegin)
+	j := strings.Index(s, measuredEnd)
+	if i < 0 || j < i {
+		return fmt.Errorf("%s has no %s … %s section", path, measuredBegin, measuredEnd)
+	}
+	s = s[:i] + strings.TrimSuffix(md, "\n") + s[j+len(measuredEnd):]
+	return os.WriteFile(path, []byte(s), 0o644)
+}
