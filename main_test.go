@@ -8,30 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/detour-proxy/detour/internal/cli"
+	"github.com/detour-proxy/detour/internal/testsupport"
 )
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestServeRefusesInvalidPolicyNamingFileLineAndField(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "bad.json")
@@ -109,7 +92,7 @@ func TestServeStartsAndStopsCleanly(t *testing.T) {
 	path := writeTestPolicy(t, dir, "127.0.0.1:0")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	errb := &syncBuf{}
+	errb := &testsupport.SyncBuffer{}
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, []string{"--policy", path}, &bytes.Buffer{}, errb) }()
 	deadline := time.After(10 * time.Second)
@@ -144,7 +127,7 @@ func TestSIGHUPReloadsThePolicy(t *testing.T) {
 	path := writeTestPolicy(t, t.TempDir(), "off")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	errb := &syncBuf{}
+	errb := &testsupport.SyncBuffer{}
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, []string{"serve", "--policy", path}, &bytes.Buffer{}, errb) }()
 	waitLog := func(what string) {

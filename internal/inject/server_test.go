@@ -23,6 +23,8 @@ import (
 
 	"github.com/rs/zerolog"
 	admissionv1 "k8s.io/api/admission/v1"
+
+	"github.com/detour-proxy/detour/internal/testsupport"
 )
 
 // writeServingCert writes a self-signed certificate for 127.0.0.1 with the
@@ -83,7 +85,7 @@ func TestServeTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	var logBuf syncBuffer
+	var logBuf testsupport.SyncBuffer
 	done := make(chan error, 1)
 	go func() {
 		done <- Serve(ctx, ServeOptions{
