@@ -96,7 +96,7 @@ func TestServeStartsAndStopsCleanly(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, []string{"--policy", path}, &bytes.Buffer{}, errb) }()
 	deadline := time.After(10 * time.Second)
-	for !strings.Contains(errb.String(), "detour is listening") {
+	for changed := errb.Changed(); !strings.Contains(errb.String(), "detour is listening"); changed = errb.Changed() {
 		select {
 		case err := <-done:
 			// serve gave up (a port taken, a bad policy): say why, rather
@@ -104,7 +104,7 @@ func TestServeStartsAndStopsCleanly(t *testing.T) {
 			t.Fatalf("serve returned %v before listening:\n%s", err, errb.String())
 		case <-deadline:
 			t.Fatalf("not listening after 10s:\n%s", errb.String())
-		case <-time.After(10 * time.Millisecond):
+		case <-changed:
 		}
 	}
 	// The CA was created next to the policy, key readable by its owner only.
@@ -132,13 +132,7 @@ func TestSIGHUPReloadsThePolicy(t *testing.T) {
 	go func() { done <- run(ctx, []string{"serve", "--policy", path}, &bytes.Buffer{}, errb) }()
 	waitLog := func(what string) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for !strings.Contains(errb.String(), what) {
-			if time.Now().After(deadline) {
-				t.Fatalf("no %q in the log after 10s:\n%s", what, errb.String())
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		errb.WaitFor(t, 10*time.Second, what)
 	}
 	waitLog("detour is listening")
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {

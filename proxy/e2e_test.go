@@ -24,6 +24,7 @@ import (
 	"github.com/detour-proxy/detour/internal/chain"
 	"github.com/detour-proxy/detour/internal/detourtest"
 	fv "github.com/detour-proxy/detour/internal/fakevendor"
+	"github.com/detour-proxy/detour/internal/testsupport"
 	"github.com/detour-proxy/detour/rewrite"
 )
 
@@ -456,21 +457,15 @@ func TestPolicyReloadChangesChainOrder(t *testing.T) {
 
 	h.WritePolicy(t, pol(`["b", "a"]`))
 	written := time.Now()
-	for answer() != "Hello from b." {
-		if time.Since(written) > time.Second {
-			t.Fatal("policy change not in effect within a second")
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !testsupport.Poll(time.Second, func() bool { return answer() == "Hello from b." }) {
+		t.Fatal("policy change not in effect within a second")
 	}
 	t.Logf("new chain order in effect %v after the write", time.Since(written).Round(time.Millisecond))
 
 	// A broken file changes nothing, and says why.
 	h.WritePolicy(t, `{"upstreams": {}, "routes": [], "bogus": 1}`)
-	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(h.Log(), "policy reload refused"); {
-		if time.Now().After(deadline) {
-			t.Fatalf("the broken write was not refused within 5s:\n%s", h.Log())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testsupport.Poll(5*time.Second, func() bool { return strings.Contains(h.Log(), "policy reload refused") }) {
+		t.Fatalf("the broken write was not refused within 5s:\n%s", h.Log())
 	}
 	if got := answer(); got != "Hello from b." {
 		t.Errorf("after a broken write: %q; want the last good policy kept", got)
@@ -488,9 +483,9 @@ func TestClientGoingAwayCancelsUpstreamAndCountsNoFailure(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
-		for primary.InFlight() == 0 {
-			time.Sleep(5 * time.Millisecond)
-		}
+		// Bounded: if the request never arrives, the cancel still comes
+		// and the assertions below say what went wrong.
+		testsupport.Poll(10*time.Second, func() bool { return primary.InFlight() != 0 })
 		cancel()
 	}()
 	_, err := openaiClient(h).Chat.Completions.New(ctx, chatParams())
@@ -501,10 +496,7 @@ func TestClientGoingAwayCancelsUpstreamAndCountsNoFailure(t *testing.T) {
 	if rec.Status != 499 || outcomes(rec) != "primary:client_gone" {
 		t.Errorf("record status %d attempts %s; want 499 primary:client_gone", rec.Status, outcomes(rec))
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for primary.InFlight() != 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testsupport.Poll(5*time.Second, func() bool { return primary.InFlight() == 0 })
 	if primary.InFlight() != 0 {
 		t.Error("the upstream call was not cancelled when the app went away")
 	}

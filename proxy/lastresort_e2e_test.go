@@ -7,6 +7,7 @@ import (
 
 	"github.com/detour-proxy/detour/internal/detourtest"
 	fv "github.com/detour-proxy/detour/internal/fakevendor"
+	"github.com/detour-proxy/detour/internal/testsupport"
 	"github.com/detour-proxy/detour/rewrite"
 )
 
@@ -122,11 +123,7 @@ func otherShape(s rewrite.Shape) rewrite.Shape {
 // waitIdle waits for a fake vendor's requests to end (a cancelled hang).
 func waitIdle(t *testing.T, v *detourtest.Vendor) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for v.InFlight() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the losing upstream's request is still in flight: not cancelled")
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !testsupport.Poll(5*time.Second, func() bool { return v.InFlight() == 0 }) {
+		t.Fatal("the losing upstream's request is still in flight: not cancelled")
 	}
 }

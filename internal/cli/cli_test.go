@@ -253,6 +253,7 @@ func startFakeVendor(t *testing.T, args ...string) (upstream map[string]any, out
 	t.Cleanup(func() { _ = stop() })
 	deadline := time.After(10 * time.Second)
 	for {
+		changed := out.Changed()
 		for _, line := range strings.Split(out.String(), "\n") {
 			if js, ok := strings.CutPrefix(line, "policy upstream: "); ok {
 				if err := json.Unmarshal([]byte(js), &upstream); err != nil {
@@ -266,7 +267,7 @@ func startFakeVendor(t *testing.T, args ...string) (upstream map[string]any, out
 			t.Fatalf("fake-vendor returned %v before listening:\n%s", err, out.String())
 		case <-deadline:
 			t.Fatalf("fake-vendor printed no upstream after 10s:\n%s", out.String())
-		case <-time.After(10 * time.Millisecond):
+		case <-changed:
 		}
 	}
 }

@@ -463,15 +463,11 @@ func TestCommandNotFound(t *testing.T) {
 	}
 }
 
-// waitFor waits until the child has printed want.
+// waitFor waits until the child has printed want (woken by its writes).
 func waitFor(t *testing.T, out *detourtest.SyncBuffer, want string) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !strings.Contains(out.String(), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the child did not print %q; output so far %q", want, out.String())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !out.Wait(15*time.Second, func(s string) bool { return strings.Contains(s, want) }) {
+		t.Fatalf("the child did not print %q; output so far %q", want, out.String())
 	}
 }
 

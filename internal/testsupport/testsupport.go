@@ -80,14 +80,16 @@ func (s *SyncBuffer) Reset() {
 	s.b.Reset()
 }
 
-// snapshot returns the contents and a channel closed by the next write.
-func (s *SyncBuffer) snapshot() (string, <-chan struct{}) {
+// Changed returns a channel that the next Write closes. Take it before
+// reading String, so that no write falls between the two: a loop that also
+// waits for something else selects on it.
+func (s *SyncBuffer) Changed() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.changed == nil {
 		s.changed = make(chan struct{})
 	}
-	return s.b.String(), s.changed
+	return s.changed
 }
 
 // Wait waits until cond holds for the contents, at most timeout, and says
@@ -96,8 +98,8 @@ func (s *SyncBuffer) Wait(timeout time.Duration, cond func(string) bool) bool {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
-		text, changed := s.snapshot()
-		if cond(text) {
+		changed := s.Changed()
+		if cond(s.String()) {
 			return true
 		}
 		select {
