@@ -14,6 +14,7 @@ import (
 // with -update after a deliberate change, and review the diff against
 // docs/vendors.md#whole-answers and docs/vendors.md#streams.
 func TestGoldenAnswers(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		shape rewrite.Shape
@@ -48,6 +49,7 @@ func checkGolden(t *testing.T, name string, got []byte) {
 // Only the ids and the token counts (the fake's own deterministic ones)
 // differ from the document's text.
 func TestStreamsMatchTranslationExamples(t *testing.T) {
+	t.Parallel()
 	const openaiWant = `data: {"id":"chatcmpl-fake000001","object":"chat.completion.chunk","created":1735689600,"model":"gpt-4o","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}],"usage":null}
 
 data: {"id":"chatcmpl-fake000001","object":"chat.completion.chunk","created":1735689600,"model":"gpt-4o","choices":[{"index":0,"delta":{"content":"Hi!"},"finish_reason":null}],"usage":null}
