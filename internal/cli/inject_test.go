@@ -11,6 +11,7 @@ import (
 )
 
 func TestInjectUsage(t *testing.T) {
+	t.Parallel()
 	cfg := filepath.Join(t.TempDir(), "config.json")
 	os.WriteFile(cfg, []byte(`{"imag": "typo"}`), 0o644)
 	for _, tc := range []struct {
