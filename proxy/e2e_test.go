@@ -115,6 +115,7 @@ func outcomes(r *chain.Record) string {
 }
 
 func TestQuotaExhaustedFailsOverAndCoolsDown(t *testing.T) {
+	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
 	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
@@ -184,6 +185,7 @@ func TestQuotaExhaustedFailsOverAndCoolsDown(t *testing.T) {
 }
 
 func TestRateLimitFailsOverWithoutCooldown(t *testing.T) {
+	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
 	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
@@ -213,6 +215,7 @@ func TestRateLimitFailsOverWithoutCooldown(t *testing.T) {
 }
 
 func TestStopClassesReachTheAppUnmasked(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		shape  rewrite.Shape
@@ -264,6 +267,7 @@ func TestStopClassesReachTheAppUnmasked(t *testing.T) {
 }
 
 func TestHangingUpstreamTimesOutAndBackupAnswers(t *testing.T) {
+	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
 	pol := twoUpstreamsWith(t, rewrite.OpenAI, primary, backup, `, "timeouts": {"first_byte": "300ms"}`, `, "deadline": "10s"`)
@@ -288,6 +292,7 @@ func TestHangingUpstreamTimesOutAndBackupAnswers(t *testing.T) {
 }
 
 func TestEarlyInStreamOverloadFailsOverAndStreamIsComplete(t *testing.T) {
+	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.Anthropic, "primary")
 	backup := detourtest.NewVendor(t, rewrite.Anthropic, "backup")
 	h := detourtest.Start(t, twoUpstreams(t, rewrite.Anthropic, primary, backup, ""))
@@ -324,6 +329,7 @@ func TestEarlyInStreamOverloadFailsOverAndStreamIsComplete(t *testing.T) {
 }
 
 func TestOpenAIStreamPassesThroughEventByEvent(t *testing.T) {
+	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
 	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
@@ -355,6 +361,7 @@ func TestOpenAIStreamPassesThroughEventByEvent(t *testing.T) {
 }
 
 func TestSecondUpstreamNeverSeesTheAppKey(t *testing.T) {
+	t.Parallel()
 	for _, shape := range []rewrite.Shape{rewrite.OpenAI, rewrite.Anthropic} {
 		t.Run(string(shape), func(t *testing.T) {
 			primary := detourtest.NewVendor(t, shape, "primary")
@@ -398,6 +405,7 @@ func TestSecondUpstreamNeverSeesTheAppKey(t *testing.T) {
 }
 
 func TestHostNotInPolicyIsTunnelled(t *testing.T) {
+	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
 	// The other host is a loopback test server, which apps may not tunnel
@@ -431,6 +439,8 @@ func TestHostNotInPolicyIsTunnelled(t *testing.T) {
 }
 
 func TestPolicyReloadChangesChainOrder(t *testing.T) {
+	// Not parallel: it wants the change in effect within a second, which
+	// the other tests' load would make a matter of luck.
 	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
 	b := detourtest.NewVendor(t, rewrite.OpenAI, "b")
 	pol := func(chain string) string {
@@ -476,6 +486,7 @@ func TestPolicyReloadChangesChainOrder(t *testing.T) {
 }
 
 func TestClientGoingAwayCancelsUpstreamAndCountsNoFailure(t *testing.T) {
+	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
 	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
@@ -513,6 +524,7 @@ func TestClientGoingAwayCancelsUpstreamAndCountsNoFailure(t *testing.T) {
 }
 
 func TestHTML200FallsOver(t *testing.T) {
+	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
 	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
@@ -530,6 +542,7 @@ func TestHTML200FallsOver(t *testing.T) {
 }
 
 func TestAllUpstreamsFailedAnswersInAppEnvelope(t *testing.T) {
+	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.Anthropic, "primary")
 	backup := detourtest.NewVendor(t, rewrite.Anthropic, "backup")
 	h := detourtest.Start(t, twoUpstreams(t, rewrite.Anthropic, primary, backup, ""))
@@ -559,6 +572,7 @@ func TestAllUpstreamsFailedAnswersInAppEnvelope(t *testing.T) {
 }
 
 func TestBaseURLMode(t *testing.T) {
+	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
 	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
@@ -585,6 +599,7 @@ func TestBaseURLMode(t *testing.T) {
 }
 
 func TestMalformedRequestGets400InAppShape(t *testing.T) {
+	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
 	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
@@ -611,6 +626,7 @@ func TestMalformedRequestGets400InAppShape(t *testing.T) {
 // is causal, not a timing: the upstream sends its next event only after the
 // app has received the previous one.
 func TestInterceptedStreamIsNotBuffered(t *testing.T) {
+	t.Parallel()
 	got1 := make(chan struct{})
 	up := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")

@@ -32,6 +32,7 @@ func lastResortPolicy(app rewrite.Shape, primary *detourtest.Vendor, static bool
 // app's own shape, streamed or whole, and each official SDK reads them as
 // it reads its vendor: text, a finish reason, no error.
 func TestStaticAndCacheAnswersParseInEverySDK(t *testing.T) {
+	t.Parallel()
 	for _, app := range rewrite.Shapes {
 		for _, stream := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s stream %v", app, stream), func(t *testing.T) {
@@ -80,6 +81,7 @@ func TestStaticAndCacheAnswersParseInEverySDK(t *testing.T) {
 // a primary that is overloaded once is retried; each official SDK, streaming
 // or not, sees one clean answer.
 func TestHedgingAndRetriesWithEverySDK(t *testing.T) {
+	t.Parallel()
 	for _, app := range rewrite.Shapes {
 		for _, stream := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s stream %v", app, stream), func(t *testing.T) {
