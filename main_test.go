@@ -8,30 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/detour-proxy/detour/internal/cli"
+	"github.com/detour-proxy/detour/internal/testsupport"
 )
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestServeRefusesInvalidPolicyNamingFileLineAndField(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "bad.json")
@@ -109,11 +92,11 @@ func TestServeStartsAndStopsCleanly(t *testing.T) {
 	path := writeTestPolicy(t, dir, "127.0.0.1:0")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	errb := &syncBuf{}
+	errb := &testsupport.SyncBuffer{}
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, []string{"--policy", path}, &bytes.Buffer{}, errb) }()
 	deadline := time.After(10 * time.Second)
-	for !strings.Contains(errb.String(), "detour is listening") {
+	for changed := errb.Changed(); !strings.Contains(errb.String(), "detour is listening"); changed = errb.Changed() {
 		select {
 		case err := <-done:
 			// serve gave up (a port taken, a bad policy): say why, rather
@@ -121,7 +104,7 @@ func TestServeStartsAndStopsCleanly(t *testing.T) {
 			t.Fatalf("serve returned %v before listening:\n%s", err, errb.String())
 		case <-deadline:
 			t.Fatalf("not listening after 10s:\n%s", errb.String())
-		case <-time.After(10 * time.Millisecond):
+		case <-changed:
 		}
 	}
 	// The CA was created next to the policy, key readable by its owner only.
@@ -144,18 +127,12 @@ func TestSIGHUPReloadsThePolicy(t *testing.T) {
 	path := writeTestPolicy(t, t.TempDir(), "off")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	errb := &syncBuf{}
+	errb := &testsupport.SyncBuffer{}
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, []string{"serve", "--policy", path}, &bytes.Buffer{}, errb) }()
 	waitLog := func(what string) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for !strings.Contains(errb.String(), what) {
-			if time.Now().After(deadline) {
-				t.Fatalf("no %q in the log after 10s:\n%s", what, errb.String())
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		errb.WaitFor(t, 10*time.Second, what)
 	}
 	waitLog("detour is listening")
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {

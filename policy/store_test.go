@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/detour-proxy/detour/internal/testsupport"
 )
 
 func policyWithVersion(v string) string {
@@ -101,13 +103,7 @@ func mustRead(t *testing.T, p string) []byte {
 
 func waitFor(t *testing.T, cond func() bool, what string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testsupport.Eventually(t, 5*time.Second, what, cond)
 }
 
 func TestWatchReloadsWhenAReferencedKeyRotates(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"github.com/detour-proxy/detour/internal/detourtest"
 	fv "github.com/detour-proxy/detour/internal/fakevendor"
 	"github.com/detour-proxy/detour/internal/mitm"
+	"github.com/detour-proxy/detour/internal/testsupport"
 	"github.com/detour-proxy/detour/proxy"
 	"github.com/detour-proxy/detour/rewrite"
 )
@@ -230,6 +231,8 @@ func TestStopEndsStreamsAtTheDrainTimeout(t *testing.T) {
 	case <-ready:
 	case err := <-served:
 		t.Fatalf("detour did not start: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("detour did not start within 10s")
 	}
 	v.Script(fv.Fault{Kind: fv.StreamStall, Delay: time.Minute})
 
@@ -286,11 +289,7 @@ func TestUntrustedCAIsStillExplained(t *testing.T) {
 	if err := tc.Handshake(); err == nil {
 		t.Fatal("handshake succeeded without trusting detour's CA")
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(h.Log(), "the app does not trust detour's CA") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no hint about the CA in the log:\n%s", h.Log())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testsupport.Poll(5*time.Second, func() bool { return strings.Contains(h.Log(), "the app does not trust detour's CA") }) {
+		t.Fatalf("no hint about the CA in the log:\n%s", h.Log())
 	}
 }

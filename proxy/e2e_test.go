@@ -24,6 +24,7 @@ import (
 	"github.com/detour-proxy/detour/internal/chain"
 	"github.com/detour-proxy/detour/internal/detourtest"
 	fv "github.com/detour-proxy/detour/internal/fakevendor"
+	"github.com/detour-proxy/detour/internal/testsupport"
 	"github.com/detour-proxy/detour/rewrite"
 )
 
@@ -114,6 +115,7 @@ func outcomes(r *chain.Record) string {
 }
 
 func TestQuotaExhaustedFailsOverAndCoolsDown(t *testing.T) {
+	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
 	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
@@ -183,6 +185,7 @@ func TestQuotaExhaustedFailsOverAndCoolsDown(t *testing.T) {
 }
 
 func TestRateLimitFailsOverWithoutCooldown(t *testing.T) {
+	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
 	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
@@ -212,6 +215,7 @@ func TestRateLimitFailsOverWithoutCooldown(t *testing.T) {
 }
 
 func TestStopClassesReachTheAppUnmasked(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		shape  rewrite.Shape
@@ -263,6 +267,7 @@ func TestStopClassesReachTheAppUnmasked(t *testing.T) {
 }
 
 func TestHangingUpstreamTimesOutAndBackupAnswers(t *testing.T) {
+	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
 	pol := twoUpstreamsWith(t, rewrite.OpenAI, primary, backup, `, "timeouts": {"first_byte": "300ms"}`, `, "deadline": "10s"`)
@@ -287,6 +292,7 @@ func TestHangingUpstreamTimesOutAndBackupAnswers(t *testing.T) {
 }
 
 func TestEarlyInStreamOverloadFailsOverAndStreamIsComplete(t *testing.T) {
+	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.Anthropic, "primary")
 	backup := detourtest.NewVendor(t, rewrite.Anthropic, "backup")
 	h := detourtest.Start(t, twoUpstreams(t, rewrite.Anthropic, primary, backup, ""))
@@ -323,6 +329,7 @@ func TestEarlyInStreamOverloadFailsOverAndStreamIsComplete(t *testing.T) {
 }
 
 func TestOpenAIStreamPassesThroughEventByEvent(t *testing.T) {
+	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
 	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
@@ -354,6 +361,7 @@ func TestOpenAIStreamPassesThroughEventByEvent(t *testing.T) {
 }
 
 func TestSecondUpstreamNeverSeesTheAppKey(t *testing.T) {
+	t.Parallel()
 	for _, shape := range []rewrite.Shape{rewrite.OpenAI, rewrite.Anthropic} {
 		t.Run(string(shape), func(t *testing.T) {
 			primary := detourtest.NewVendor(t, shape, "primary")
@@ -397,6 +405,7 @@ func TestSecondUpstreamNeverSeesTheAppKey(t *testing.T) {
 }
 
 func TestHostNotInPolicyIsTunnelled(t *testing.T) {
+	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
 	// The other host is a loopback test server, which apps may not tunnel
@@ -430,6 +439,8 @@ func TestHostNotInPolicyIsTunnelled(t *testing.T) {
 }
 
 func TestPolicyReloadChangesChainOrder(t *testing.T) {
+	// Not parallel: it wants the change in effect within a second, which
+	// the other tests' load would make a matter of luck.
 	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
 	b := detourtest.NewVendor(t, rewrite.OpenAI, "b")
 	pol := func(chain string) string {
@@ -456,21 +467,15 @@ func TestPolicyReloadChangesChainOrder(t *testing.T) {
 
 	h.WritePolicy(t, pol(`["b", "a"]`))
 	written := time.Now()
-	for answer() != "Hello from b." {
-		if time.Since(written) > time.Second {
-			t.Fatal("policy change not in effect within a second")
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !testsupport.Poll(time.Second, func() bool { return answer() == "Hello from b." }) {
+		t.Fatal("policy change not in effect within a second")
 	}
 	t.Logf("new chain order in effect %v after the write", time.Since(written).Round(time.Millisecond))
 
 	// A broken file changes nothing, and says why.
 	h.WritePolicy(t, `{"upstreams": {}, "routes": [], "bogus": 1}`)
-	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(h.Log(), "policy reload refused"); {
-		if time.Now().After(deadline) {
-			t.Fatalf("the broken write was not refused within 5s:\n%s", h.Log())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testsupport.Poll(5*time.Second, func() bool { return strings.Contains(h.Log(), "policy reload refused") }) {
+		t.Fatalf("the broken write was not refused within 5s:\n%s", h.Log())
 	}
 	if got := answer(); got != "Hello from b." {
 		t.Errorf("after a broken write: %q; want the last good policy kept", got)
@@ -481,6 +486,7 @@ func TestPolicyReloadChangesChainOrder(t *testing.T) {
 }
 
 func TestClientGoingAwayCancelsUpstreamAndCountsNoFailure(t *testing.T) {
+	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
 	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
@@ -488,9 +494,9 @@ func TestClientGoingAwayCancelsUpstreamAndCountsNoFailure(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
-		for primary.InFlight() == 0 {
-			time.Sleep(5 * time.Millisecond)
-		}
+		// Bounded: if the request never arrives, the cancel still comes
+		// and the assertions below say what went wrong.
+		testsupport.Poll(10*time.Second, func() bool { return primary.InFlight() != 0 })
 		cancel()
 	}()
 	_, err := openaiClient(h).Chat.Completions.New(ctx, chatParams())
@@ -501,10 +507,7 @@ func TestClientGoingAwayCancelsUpstreamAndCountsNoFailure(t *testing.T) {
 	if rec.Status != 499 || outcomes(rec) != "primary:client_gone" {
 		t.Errorf("record status %d attempts %s; want 499 primary:client_gone", rec.Status, outcomes(rec))
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for primary.InFlight() != 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testsupport.Poll(5*time.Second, func() bool { return primary.InFlight() == 0 })
 	if primary.InFlight() != 0 {
 		t.Error("the upstream call was not cancelled when the app went away")
 	}
@@ -521,6 +524,7 @@ func TestClientGoingAwayCancelsUpstreamAndCountsNoFailure(t *testing.T) {
 }
 
 func TestHTML200FallsOver(t *testing.T) {
+	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
 	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
@@ -538,6 +542,7 @@ func TestHTML200FallsOver(t *testing.T) {
 }
 
 func TestAllUpstreamsFailedAnswersInAppEnvelope(t *testing.T) {
+	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.Anthropic, "primary")
 	backup := detourtest.NewVendor(t, rewrite.Anthropic, "backup")
 	h := detourtest.Start(t, twoUpstreams(t, rewrite.Anthropic, primary, backup, ""))
@@ -567,6 +572,7 @@ func TestAllUpstreamsFailedAnswersInAppEnvelope(t *testing.T) {
 }
 
 func TestBaseURLMode(t *testing.T) {
+	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
 	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
@@ -593,6 +599,7 @@ func TestBaseURLMode(t *testing.T) {
 }
 
 func TestMalformedRequestGets400InAppShape(t *testing.T) {
+	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
 	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
@@ -619,6 +626,7 @@ func TestMalformedRequestGets400InAppShape(t *testing.T) {
 // is causal, not a timing: the upstream sends its next event only after the
 // app has received the previous one.
 func TestInterceptedStreamIsNotBuffered(t *testing.T) {
+	t.Parallel()
 	got1 := make(chan struct{})
 	up := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")

@@ -7,6 +7,7 @@ import (
 
 	"github.com/detour-proxy/detour/internal/detourtest"
 	fv "github.com/detour-proxy/detour/internal/fakevendor"
+	"github.com/detour-proxy/detour/internal/testsupport"
 	"github.com/detour-proxy/detour/rewrite"
 )
 
@@ -31,6 +32,7 @@ func lastResortPolicy(app rewrite.Shape, primary *detourtest.Vendor, static bool
 // app's own shape, streamed or whole, and each official SDK reads them as
 // it reads its vendor: text, a finish reason, no error.
 func TestStaticAndCacheAnswersParseInEverySDK(t *testing.T) {
+	t.Parallel()
 	for _, app := range rewrite.Shapes {
 		for _, stream := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s stream %v", app, stream), func(t *testing.T) {
@@ -79,6 +81,7 @@ func TestStaticAndCacheAnswersParseInEverySDK(t *testing.T) {
 // a primary that is overloaded once is retried; each official SDK, streaming
 // or not, sees one clean answer.
 func TestHedgingAndRetriesWithEverySDK(t *testing.T) {
+	t.Parallel()
 	for _, app := range rewrite.Shapes {
 		for _, stream := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s stream %v", app, stream), func(t *testing.T) {
@@ -122,11 +125,7 @@ func otherShape(s rewrite.Shape) rewrite.Shape {
 // waitIdle waits for a fake vendor's requests to end (a cancelled hang).
 func waitIdle(t *testing.T, v *detourtest.Vendor) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for v.InFlight() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the losing upstream's request is still in flight: not cancelled")
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !testsupport.Poll(5*time.Second, func() bool { return v.InFlight() == 0 }) {
+		t.Fatal("the losing upstream's request is still in flight: not cancelled")
 	}
 }

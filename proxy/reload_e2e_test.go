@@ -19,6 +19,7 @@ import (
 	"github.com/detour-proxy/detour/internal/admin"
 	"github.com/detour-proxy/detour/internal/detourtest"
 	"github.com/detour-proxy/detour/internal/mitm"
+	"github.com/detour-proxy/detour/internal/testsupport"
 	"github.com/detour-proxy/detour/proxy"
 	"github.com/detour-proxy/detour/rewrite"
 )
@@ -138,15 +139,15 @@ func TestHotReloadWithTheLogInThePolicyDirectoryUnderLoad(t *testing.T) {
 	waitAnswer := func(want string) time.Duration {
 		t.Helper()
 		start := time.Now()
-		for {
-			got, err := answer()
-			if err == nil && got == want {
-				return time.Since(start)
-			}
-			if time.Since(start) > 5*time.Second {
-				t.Fatalf("answer %q, %v 5s after the edit; want %q", got, err, want)
-			}
+		var got string
+		var err error
+		if !testsupport.Poll(5*time.Second, func() bool {
+			got, err = answer()
+			return err == nil && got == want
+		}) {
+			t.Fatalf("answer %q, %v 5s after the edit; want %q", got, err, want)
 		}
+		return time.Since(start)
 	}
 	refusals := func() int {
 		b, err := os.ReadFile(logPath)
@@ -161,12 +162,8 @@ func TestHotReloadWithTheLogInThePolicyDirectoryUnderLoad(t *testing.T) {
 	t.Logf("v2 in effect %v after the write, under load", took.Round(time.Millisecond))
 
 	write(`{"upstreams": {}, "routes": [], "bogus": 1}`)
-	deadline := time.Now().Add(5 * time.Second)
-	for refusals() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the broken edit was not logged as refused within 5s")
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testsupport.Poll(5*time.Second, func() bool { return refusals() != 0 }) {
+		t.Fatal("the broken edit was not logged as refused within 5s")
 	}
 	write(pol("v3", `["a", "b"]`))
 	waitAnswer("Hello from a.")

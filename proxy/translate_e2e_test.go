@@ -56,6 +56,7 @@ func crossPolicy(t *testing.T, app rewrite.Shape, primary, backup *detourtest.Ve
 }
 
 func TestCrossVendorFailoverWithOfficialSDKs(t *testing.T) {
+	t.Parallel()
 	for _, app := range rewrite.Shapes {
 		for _, up := range rewrite.Shapes {
 			if app == up {

@@ -18,6 +18,7 @@ import (
 	"github.com/detour-proxy/detour/internal/detourtest"
 	fv "github.com/detour-proxy/detour/internal/fakevendor"
 	"github.com/detour-proxy/detour/internal/mitm"
+	"github.com/detour-proxy/detour/internal/testsupport"
 	"github.com/detour-proxy/detour/proxy"
 	"github.com/detour-proxy/detour/rewrite"
 )
@@ -109,13 +110,7 @@ func getJSON(t *testing.T, h *detourtest.Harness, path string, v any) string {
 
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testsupport.Eventually(t, 10*time.Second, what, cond)
 }
 
 // TestAdminAfterAFailover: a quota-exhausted primary falls over to the

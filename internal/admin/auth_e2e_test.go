@@ -16,6 +16,7 @@ import (
 	"github.com/detour-proxy/detour/internal/admin"
 	"github.com/detour-proxy/detour/internal/detourtest"
 	"github.com/detour-proxy/detour/internal/mitm"
+	"github.com/detour-proxy/detour/internal/testsupport"
 	"github.com/detour-proxy/detour/proxy"
 )
 
@@ -153,16 +154,12 @@ func TestAdminOverTheNetworkNeedsTheToken(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte("second-admin-token\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		code, _, _ := call("GET", "/status", "second-admin-token")
-		if code == 200 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the rotated token is still refused (%d) after 5s", code)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var code int
+	if !testsupport.Poll(5*time.Second, func() bool {
+		code, _, _ = call("GET", "/status", "second-admin-token")
+		return code == 200
+	}) {
+		t.Fatalf("the rotated token is still refused (%d) after 5s", code)
 	}
 	if code, _, _ := call("GET", "/status", "first-admin-token"); code != 401 {
 		t.Errorf("the old token after rotation: %d; want 401", code)

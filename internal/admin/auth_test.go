@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/detour-proxy/detour/internal/health"
+	"github.com/detour-proxy/detour/internal/testsupport"
 	"github.com/detour-proxy/detour/policy"
 )
 
@@ -25,7 +26,7 @@ const testToken = "tok-0123456789-abcdefghij"
 type guardedHandler struct {
 	h     http.Handler
 	store *policy.Store
-	log   *lockedBuffer
+	log   *testsupport.SyncBuffer
 	mu    sync.Mutex
 	now   time.Time
 }
@@ -35,7 +36,7 @@ func newGuarded(t *testing.T, tokenFile string) *guardedHandler {
 	c := &policy.Compiled{Version: "v1", Hash: "0123456789abcdef", Fingerprint: "fp1", Source: "/etc/detour/policy.json",
 		Upstreams: map[string]*policy.Upstream{"primary": {Name: "primary"}},
 		Admin:     policy.AdminPolicy{TokenFile: tokenFile}}
-	g := &guardedHandler{store: policy.NewStore(c), log: &lockedBuffer{}, now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	g := &guardedHandler{store: policy.NewStore(c), log: &testsupport.SyncBuffer{}, now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
 	hr := health.New()
 	g.h = NewHandler(Options{Store: g.store, Health: hr, Metrics: NewMetrics(g.store, hr),
 		Log: zerolog.New(g.log).Level(zerolog.DebugLevel), Now: g.clock})
@@ -324,28 +325,4 @@ func TestLoopbackPeer(t *testing.T) {
 			t.Errorf("loopbackPeer(%q) = %v; want %v", addr, got, want)
 		}
 	}
-}
-
-// lockedBuffer is a log sink safe for the handler's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func (l *lockedBuffer) Reset() {
-	l.mu.Lock()
-	l.b.Reset()
-	l.mu.Unlock()
 }

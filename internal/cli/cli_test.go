@@ -30,6 +30,7 @@ func runCmd(t *testing.T, cmd Command, args ...string) (stdout, stderr string, e
 }
 
 func TestCAInitPrintBundle(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cert, key := filepath.Join(dir, "ca", "ca.pem"), filepath.Join(dir, "ca", "ca-key.pem")
 	ca := CA(nil)
@@ -84,6 +85,7 @@ func TestCAInitPrintBundle(t *testing.T) {
 }
 
 func TestCAFromPolicyIgnoresUnrelatedProblems(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	pol := filepath.Join(dir, "policy.json")
 	// auth.env names a variable that is not set: serve would refuse, but
@@ -100,6 +102,7 @@ func TestCAFromPolicyIgnoresUnrelatedProblems(t *testing.T) {
 }
 
 func TestPolicyCheckListsEveryProblem(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.json")
 	os.WriteFile(bad, []byte(`{
@@ -159,6 +162,7 @@ func TestPolicyCheckListsEveryProblem(t *testing.T) {
 }
 
 func TestPolicyExplain(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	pol := filepath.Join(dir, "p.json")
 	os.WriteFile(pol, []byte(`{
@@ -194,6 +198,7 @@ func TestPolicyExplain(t *testing.T) {
 }
 
 func TestPolicyExplainTiersStaticAndResilience(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	pol := filepath.Join(dir, "p.json")
 	os.WriteFile(pol, []byte(`{
@@ -253,6 +258,7 @@ func startFakeVendor(t *testing.T, args ...string) (upstream map[string]any, out
 	t.Cleanup(func() { _ = stop() })
 	deadline := time.After(10 * time.Second)
 	for {
+		changed := out.Changed()
 		for _, line := range strings.Split(out.String(), "\n") {
 			if js, ok := strings.CutPrefix(line, "policy upstream: "); ok {
 				if err := json.Unmarshal([]byte(js), &upstream); err != nil {
@@ -266,7 +272,7 @@ func startFakeVendor(t *testing.T, args ...string) (upstream map[string]any, out
 			t.Fatalf("fake-vendor returned %v before listening:\n%s", err, out.String())
 		case <-deadline:
 			t.Fatalf("fake-vendor printed no upstream after 10s:\n%s", out.String())
-		case <-time.After(10 * time.Millisecond):
+		case <-changed:
 		}
 	}
 }
@@ -334,6 +340,7 @@ func TestFakeVendorTLSUpstreamCarriesItsCAFile(t *testing.T) {
 }
 
 func TestPolicyExplainAsksARunningDetourForCooldowns(t *testing.T) {
+	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
 	pol := fmt.Sprintf(`{

@@ -20,6 +20,7 @@ import (
 // explain sends FILE's admin token: a wrong one is refused even on
 // loopback, which shows it is sent.
 func TestPolicyExplainShowsLiveStateOnlyForTheRunningPolicy(t *testing.T) {
+	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
 	dir := t.TempDir()

@@ -55,6 +55,7 @@ func detourRun(t *testing.T, args ...string) (stdout, stderr string, err error) 
 // the environment `detour run` gives it, the primary is out of quota, and
 // curl gets the backup's answer.
 func TestRunCurlFailsOver(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("curl"); err != nil {
 		if os.Getenv("CI") == "" {
 			t.Skip("curl is not installed")
@@ -92,6 +93,7 @@ func TestRunCurlFailsOver(t *testing.T) {
 }
 
 func TestRunPassesExitCode(t *testing.T) {
+	t.Parallel()
 	pol, _, _ := runPolicy(t, fakevendor.Fault{})
 	_, stderr, err := detourRun(t, "--policy", pol, "--log", filepath.Join(t.TempDir(), "log"), "--", "sh", "-c", "exit 7")
 	var exit ExitError
@@ -105,6 +107,7 @@ func TestRunPassesExitCode(t *testing.T) {
 }
 
 func TestRunCommandNotFoundExits127(t *testing.T) {
+	t.Parallel()
 	pol, _, _ := runPolicy(t, fakevendor.Fault{})
 	_, stderr, err := detourRun(t, "--policy", pol, "--", "detour-no-such-command", "arg")
 	var exit ExitError
@@ -117,6 +120,7 @@ func TestRunCommandNotFoundExits127(t *testing.T) {
 }
 
 func TestRunUsageErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want string

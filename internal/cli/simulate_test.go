@@ -9,6 +9,7 @@ import (
 )
 
 func TestSimulatePrintsTheTablesAskedFor(t *testing.T) {
+	t.Parallel()
 	var out, errb bytes.Buffer
 	err := Simulate(context.Background(), []string{"--only", "a", "--requests", "50", "--seed", "3"}, &out, &errb)
 	if err != nil {
@@ -28,6 +29,7 @@ func TestSimulatePrintsTheTablesAskedFor(t *testing.T) {
 }
 
 func TestSimulateRefusesUnknownTable(t *testing.T) {
+	t.Parallel()
 	var out, errb bytes.Buffer
 	err := Simulate(context.Background(), []string{"--only", "a,x"}, &out, &errb)
 	if !errors.Is(err, ErrUsage) || !strings.Contains(errb.String(), `unknown table "x"`) {

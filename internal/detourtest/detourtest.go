@@ -27,6 +27,7 @@ import (
 	"github.com/detour-proxy/detour/internal/chain"
 	"github.com/detour-proxy/detour/internal/fakevendor"
 	"github.com/detour-proxy/detour/internal/mitm"
+	"github.com/detour-proxy/detour/internal/testsupport"
 	"github.com/detour-proxy/detour/proxy"
 	"github.com/detour-proxy/detour/rewrite"
 )
@@ -263,21 +264,7 @@ func NewVendorWith(tb testing.TB, shape rewrite.Shape, opts fakevendor.Options) 
 	return &Vendor{Vendor: fv, Server: srv, CAFile: caFile}
 }
 
-// SyncBuffer is a bytes.Buffer safe for concurrent writers and readers.
-type SyncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *SyncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-// String returns the contents so far.
-func (s *SyncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// SyncBuffer is a bytes.Buffer safe for concurrent writers and readers; it
+// is testsupport.SyncBuffer, kept under this name for the tests that use it
+// with the harness.
+type SyncBuffer = testsupport.SyncBuffer

@@ -143,7 +143,9 @@ func buildApp(t *testing.T) string {
 			return
 		}
 		app.path = filepath.Join(dir, "app")
-		cmd := exec.Command("go", "build", "-o", app.path, "./testdata/app")
+		// Without a symbol table or DWARF: nothing debugs the app, and
+		// its link is about a third cheaper.
+		cmd := exec.Command("go", "build", "-ldflags=-s -w", "-o", app.path, "./testdata/app")
 		app.out, app.err = cmd.CombinedOutput()
 	})
 	if app.err != nil {
@@ -164,6 +166,7 @@ func TestMain(m *testing.M) {
 // at all reaches "api.openai.com" through detour, the primary fails with
 // 503, the backup answers, and the program never notices.
 func TestOpenAIGoAppFailsOverUnmodified(t *testing.T) {
+	t.Parallel()
 	bin := buildApp(t)
 	policyPath, primary, backup := vendors(t, fakevendor.Fault{Kind: fakevendor.Status, Status: 503})
 	res, stdout, stderr := run(t, Options{
@@ -190,6 +193,7 @@ func TestOpenAIGoAppFailsOverUnmodified(t *testing.T) {
 }
 
 func TestExitCodePassesThrough(t *testing.T) {
+	t.Parallel()
 	pol := quietPolicy(t)
 	for _, tc := range []struct {
 		script string
@@ -212,6 +216,7 @@ func TestExitCodePassesThrough(t *testing.T) {
 // SIGTERM sent to detour reaches the child, and detour waits for the child
 // to finish its own shutdown rather than stopping with it.
 func TestSignalIsPassedOnAndChildDecidesTheEnd(t *testing.T) {
+	t.Parallel()
 	pol := quietPolicy(t)
 	sigs := make(chan os.Signal, 1)
 	var stdout detourtest.SyncBuffer
@@ -237,6 +242,7 @@ func TestSignalIsPassedOnAndChildDecidesTheEnd(t *testing.T) {
 // While the child handles SIGTERM, detour still answers: an app that
 // finishes its LLM calls during shutdown gets them answered.
 func TestDetourServesUntilChildExits(t *testing.T) {
+	t.Parallel()
 	bin := buildApp(t)
 	policyPath, _, _ := vendors(t, fakevendor.Fault{})
 	sigs := make(chan os.Signal, 1)
@@ -263,6 +269,7 @@ func TestDetourServesUntilChildExits(t *testing.T) {
 
 // DETOUR_ADMIN_URL points at detour's admin listener while the child runs.
 func TestAdminURLAnswers(t *testing.T) {
+	t.Parallel()
 	pol := quietPolicy(t)
 	sigs := make(chan os.Signal, 1)
 	var stdout detourtest.SyncBuffer
@@ -290,6 +297,7 @@ func TestAdminURLAnswers(t *testing.T) {
 // A signal that arrives while detour is still starting ends the run before
 // the command starts, with the status a shell would give.
 func TestSignalBeforeStartRunsNothing(t *testing.T) {
+	t.Parallel()
 	pol := quietPolicy(t)
 	sigs := make(chan os.Signal, 1)
 	sigs <- syscall.SIGINT
@@ -301,6 +309,7 @@ func TestSignalBeforeStartRunsNothing(t *testing.T) {
 
 // Cancelling the context is the hard stop: the child gets SIGTERM.
 func TestCancelTerminatesChild(t *testing.T) {
+	t.Parallel()
 	pol := quietPolicy(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var stdout detourtest.SyncBuffer
@@ -331,6 +340,7 @@ func TestCancelTerminatesChild(t *testing.T) {
 // inherited values), everything else inherited, and the trust files hold
 // detour's CA (the bundle with the system roots) and are gone after the run.
 func TestChildEnvironmentAndTrustFiles(t *testing.T) {
+	t.Parallel()
 	pol := quietPolicy(t)
 	out := t.TempDir()
 	script := `env > "$OUT/env"; cp "$SSL_CERT_FILE" "$OUT/bundle.pem"; cp "$NODE_EXTRA_CA_CERTS" "$OUT/node.pem"`
@@ -399,6 +409,7 @@ func TestChildEnvironmentAndTrustFiles(t *testing.T) {
 // A NODE_EXTRA_CA_CERTS the user had keeps its certificates: Node reads
 // only one such file, and a company CA in it must still be trusted.
 func TestNodeExtraCACertsKeepsTheUsersOwn(t *testing.T) {
+	t.Parallel()
 	pol, primary, _ := vendors(t, fakevendor.Fault{})
 	own, err := os.ReadFile(primary.CAFile)
 	if err != nil {
@@ -421,6 +432,7 @@ func TestNodeExtraCACertsKeepsTheUsersOwn(t *testing.T) {
 // Without --log, the log goes to a file of its own that outlives the run,
 // and the start line names it.
 func TestDefaultLogFileOutlivesRun(t *testing.T) {
+	// Not parallel: t.Setenv changes the process's TMPDIR.
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
 	pol := quietPolicy(t)
@@ -447,6 +459,7 @@ func TestDefaultLogFileOutlivesRun(t *testing.T) {
 }
 
 func TestCommandNotFound(t *testing.T) {
+	t.Parallel()
 	_, err := Run(context.Background(), Options{Command: []string{"detour-no-such-command"}, Signals: make(chan os.Signal)})
 	var se *StartError
 	if !errors.As(err, &se) || se.Code != 127 || !strings.Contains(err.Error(), "detour-no-such-command: command not found") {
@@ -463,21 +476,18 @@ func TestCommandNotFound(t *testing.T) {
 	}
 }
 
-// waitFor waits until the child has printed want.
+// waitFor waits until the child has printed want (woken by its writes).
 func waitFor(t *testing.T, out *detourtest.SyncBuffer, want string) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !strings.Contains(out.String(), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the child did not print %q; output so far %q", want, out.String())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !out.Wait(15*time.Second, func(s string) bool { return strings.Contains(s, want) }) {
+		t.Fatalf("the child did not print %q; output so far %q", want, out.String())
 	}
 }
 
 // An invalid policy stops the run before the command starts, with the
 // policy's own error (file:line:col).
 func TestInvalidPolicyRunsNothing(t *testing.T) {
+	t.Parallel()
 	pol := filepath.Join(t.TempDir(), "policy.json")
 	if err := os.WriteFile(pol, []byte(`{"upstreams": {}, "routes": [], "frob": 1}`), 0o644); err != nil {
 		t.Fatal(err)

@@ -30,6 +30,7 @@ func anthropicParams() anthropic.MessageNewParams {
 }
 
 func TestAnthropicSDKMessage(t *testing.T) {
+	t.Parallel()
 	v, srv := serve(t, rewrite.Anthropic, Options{Name: "beta"})
 	client := anthropicClient(srv.URL)
 
@@ -56,6 +57,7 @@ func TestAnthropicSDKMessage(t *testing.T) {
 }
 
 func TestAnthropicSDKStream(t *testing.T) {
+	t.Parallel()
 	v, srv := serve(t, rewrite.Anthropic, Options{Name: "beta", Chunks: 2})
 	client := anthropicClient(srv.URL)
 
@@ -92,6 +94,7 @@ func TestAnthropicSDKStream(t *testing.T) {
 }
 
 func TestAnthropicSDKStreamErrorEarly(t *testing.T) {
+	t.Parallel()
 	v, srv := serve(t, rewrite.Anthropic, Options{})
 	v.Script(Fault{Kind: StreamErrorEarly})
 	client := anthropicClient(srv.URL)
@@ -122,6 +125,7 @@ func TestAnthropicSDKStreamErrorEarly(t *testing.T) {
 }
 
 func TestAnthropicSDKStatusErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		fault      Fault
 		wantStatus int

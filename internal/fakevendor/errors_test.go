@@ -12,6 +12,7 @@ import (
 // TestErrorBodiesExact pins the bodies that docs/vendors.md quotes, byte
 // for byte, and the headers that go with them.
 func TestErrorBodiesExact(t *testing.T) {
+	t.Parallel()
 	const id = "req_fake0000000000000001"
 	for _, tc := range []struct {
 		name       string
@@ -105,6 +106,7 @@ func TestErrorBodiesExact(t *testing.T) {
 // TestEveryClassOnEveryShape checks the envelope, status and headers of
 // every class on every shape, and that ErrorBody matches what is served.
 func TestEveryClassOnEveryShape(t *testing.T) {
+	t.Parallel()
 	for _, shape := range rewrite.Shapes {
 		for _, class := range Classes {
 			t.Run(string(shape)+"/"+class, func(t *testing.T) {
@@ -177,6 +179,7 @@ func TestEveryClassOnEveryShape(t *testing.T) {
 // TestUnservedRequests covers unknown paths and malformed bodies: the
 // vendor's 404 and 400, counted and recorded, and no scripted fault spent.
 func TestUnservedRequests(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name       string
 		shape      rewrite.Shape

@@ -15,6 +15,7 @@ import (
 )
 
 func TestHangEndsWhenClientGoesAway(t *testing.T) {
+	t.Parallel()
 	for _, shape := range rewrite.Shapes {
 		t.Run(string(shape), func(t *testing.T) {
 			v, srv := serve(t, shape, Options{})
@@ -42,6 +43,7 @@ func TestHangEndsWhenClientGoesAway(t *testing.T) {
 }
 
 func TestHangDelayDropsConnection(t *testing.T) {
+	t.Parallel()
 	v, srv := serve(t, rewrite.OpenAI, Options{})
 	v.Script(Fault{Kind: Hang, Delay: 30 * time.Millisecond})
 	start := time.Now()
@@ -56,6 +58,7 @@ func TestHangDelayDropsConnection(t *testing.T) {
 }
 
 func TestSlowFirstByte(t *testing.T) {
+	t.Parallel()
 	v, srv := serve(t, rewrite.Anthropic, Options{})
 	v.Script(Fault{Kind: SlowFirstByte, Delay: 80 * time.Millisecond}, Fault{Kind: SlowFirstByte, Delay: time.Minute})
 	start := time.Now()
@@ -102,6 +105,7 @@ func streamEvents(t *testing.T, shape rewrite.Shape, body []byte) []string {
 }
 
 func TestStreamFaults(t *testing.T) {
+	t.Parallel()
 	type want map[rewrite.Shape]string
 	for _, tc := range []struct {
 		fault Fault
@@ -169,6 +173,7 @@ func TestStreamFaults(t *testing.T) {
 }
 
 func TestStreamCutDropsConnection(t *testing.T) {
+	t.Parallel()
 	for _, shape := range rewrite.Shapes {
 		t.Run(string(shape), func(t *testing.T) {
 			v, srv := serve(t, shape, Options{})
@@ -197,6 +202,7 @@ func TestStreamCutDropsConnection(t *testing.T) {
 }
 
 func TestStreamStallUntilClientGoesAway(t *testing.T) {
+	t.Parallel()
 	v, srv := serve(t, rewrite.Anthropic, Options{})
 	v.Script(Fault{Kind: StreamStall})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -251,6 +257,7 @@ func TestStreamStallUntilClientGoesAway(t *testing.T) {
 }
 
 func TestStreamFaultsOnNonStreamingRequests(t *testing.T) {
+	t.Parallel()
 	for _, shape := range rewrite.Shapes {
 		t.Run(string(shape), func(t *testing.T) {
 			v, srv := serve(t, shape, Options{})
@@ -285,6 +292,7 @@ func TestStreamFaultsOnNonStreamingRequests(t *testing.T) {
 }
 
 func TestBad200s(t *testing.T) {
+	t.Parallel()
 	for _, shape := range rewrite.Shapes {
 		t.Run(string(shape), func(t *testing.T) {
 			v, srv := serve(t, shape, Options{})
@@ -315,6 +323,7 @@ func TestBad200s(t *testing.T) {
 }
 
 func TestUnknownKind(t *testing.T) {
+	t.Parallel()
 	v, srv := serve(t, rewrite.OpenAI, Options{})
 	v.Script(Fault{Kind: "bogus"})
 	if got := ask(t, srv, rewrite.OpenAI, false); got.status != 500 || !strings.Contains(string(got.body), `"bogus"`) {
@@ -323,6 +332,7 @@ func TestUnknownKind(t *testing.T) {
 }
 
 func TestEventDelay(t *testing.T) {
+	t.Parallel()
 	// OpenAI without usage: 6 events, so 5 pauses.
 	_, srv := serve(t, rewrite.OpenAI, Options{EventDelay: 20 * time.Millisecond})
 	start := time.Now()
@@ -346,6 +356,7 @@ func TestEventDelay(t *testing.T) {
 }
 
 func TestStatusWithoutClassOrStatusIs500(t *testing.T) {
+	t.Parallel()
 	for _, shape := range rewrite.Shapes {
 		v, srv := serve(t, shape, Options{})
 		v.Script(Fault{Kind: Status})

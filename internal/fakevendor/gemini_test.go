@@ -52,6 +52,7 @@ func (a geminiAnswer) finish() string {
 const geminiPrompt = `{"contents":[{"role":"user","parts":[{"text":"Say hi"}]}]}`
 
 func TestGeminiGenerateContent(t *testing.T) {
+	t.Parallel()
 	v, srv := serve(t, rewrite.Gemini, Options{Name: "gamma"})
 	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1beta/models/gemini-2.5-pro:generateContent", strings.NewReader(geminiPrompt))
 	req.Header.Set("x-goog-api-key", "AIza-test")
@@ -84,6 +85,7 @@ func TestGeminiGenerateContent(t *testing.T) {
 }
 
 func TestGeminiStreamSSE(t *testing.T) {
+	t.Parallel()
 	v, srv := serve(t, rewrite.Gemini, Options{Name: "gamma", Chunks: 4, Text: "one two three four five"})
 	got := mustPost(t, srv.URL+"/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse&key=AIza-test", geminiPrompt)
 	if got.status != 200 || got.header.Get("Content-Type") != "text/event-stream" {
@@ -122,6 +124,7 @@ func TestGeminiStreamSSE(t *testing.T) {
 }
 
 func TestGeminiStreamJSONArray(t *testing.T) {
+	t.Parallel()
 	_, srv := serve(t, rewrite.Gemini, Options{Name: "gamma"})
 	got := mustPost(t, srv.URL+"/v1beta/models/gemini-2.5-flash:streamGenerateContent", geminiPrompt)
 	if got.header.Get("Content-Type") != "application/json; charset=UTF-8" {
@@ -141,6 +144,7 @@ func TestGeminiStreamJSONArray(t *testing.T) {
 }
 
 func TestGeminiErrorDetails(t *testing.T) {
+	t.Parallel()
 	type detail struct {
 		Type       string `json:"@type"`
 		Reason     string `json:"reason"`
@@ -212,6 +216,7 @@ func TestGeminiErrorDetails(t *testing.T) {
 }
 
 func TestGeminiStreamJSONArrayError(t *testing.T) {
+	t.Parallel()
 	v, srv := serve(t, rewrite.Gemini, Options{})
 	v.Script(Fault{Kind: StreamErrorMid}, Fault{Kind: StreamErrorEarly})
 	for _, wantChunks := range []int{2, 0} {

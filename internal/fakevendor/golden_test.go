@@ -1,23 +1,20 @@
 package fakevendor
 
 import (
-	"bytes"
-	"flag"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/detour-proxy/detour/internal/testsupport"
 	"github.com/detour-proxy/detour/rewrite"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // TestGoldenAnswers pins the exact bytes of every successful answer. Run
 // with -update after a deliberate change, and review the diff against
 // docs/vendors.md#whole-answers and docs/vendors.md#streams.
 func TestGoldenAnswers(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		shape rewrite.Shape
@@ -44,19 +41,7 @@ func TestGoldenAnswers(t *testing.T) {
 // file under -update.
 func checkGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	file := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.WriteFile(file, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatalf("%v (run go test -update once)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("answer differs from %s\ngot:\n%s\nwant:\n%s", file, got, want)
-	}
+	testsupport.Golden(t, filepath.Join("testdata", name+".golden"), got)
 }
 
 // TestStreamsMatchTranslationExamples replays the minimal example streams of
@@ -64,6 +49,7 @@ func checkGolden(t *testing.T, name string, got []byte) {
 // Only the ids and the token counts (the fake's own deterministic ones)
 // differ from the document's text.
 func TestStreamsMatchTranslationExamples(t *testing.T) {
+	t.Parallel()
 	const openaiWant = `data: {"id":"chatcmpl-fake000001","object":"chat.completion.chunk","created":1735689600,"model":"gpt-4o","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}],"usage":null}
 
 data: {"id":"chatcmpl-fake000001","object":"chat.completion.chunk","created":1735689600,"model":"gpt-4o","choices":[{"index":0,"delta":{"content":"Hi!"},"finish_reason":null}],"usage":null}

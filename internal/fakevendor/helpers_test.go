@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/detour-proxy/detour/internal/testsupport"
 	"github.com/detour-proxy/detour/rewrite"
 )
 
@@ -142,13 +143,7 @@ func parseSSE(t *testing.T, body []byte) []sseEvent {
 // waitFor polls cond until it holds or d passes.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testsupport.Eventually(t, d, what, cond)
 }
 
 // stringsReader is an http.Request body, nil when s is empty.

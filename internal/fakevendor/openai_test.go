@@ -29,6 +29,7 @@ func openaiParams() openai.ChatCompletionNewParams {
 }
 
 func TestOpenAISDKCompletion(t *testing.T) {
+	t.Parallel()
 	v, srv := serve(t, rewrite.OpenAI, Options{Name: "alpha"})
 	client := openaiClient(srv.URL)
 
@@ -67,6 +68,7 @@ func TestOpenAISDKCompletion(t *testing.T) {
 }
 
 func TestOpenAISDKStreamWithUsage(t *testing.T) {
+	t.Parallel()
 	_, srv := serve(t, rewrite.OpenAI, Options{Name: "alpha", Chunks: 3})
 	client := openaiClient(srv.URL)
 	params := openaiParams()
@@ -105,6 +107,7 @@ func TestOpenAISDKStreamWithUsage(t *testing.T) {
 }
 
 func TestOpenAIStreamUsageOnlyWhenAsked(t *testing.T) {
+	t.Parallel()
 	_, srv := serve(t, rewrite.OpenAI, Options{})
 	with := parseSSE(t, mustPost(t, srv.URL+"/v1/chat/completions",
 		`{"model":"gpt-4o","stream":true,"stream_options":{"include_usage":true}}`).body)
@@ -133,6 +136,7 @@ func TestOpenAIStreamUsageOnlyWhenAsked(t *testing.T) {
 }
 
 func TestOpenAISDKInsufficientQuota(t *testing.T) {
+	t.Parallel()
 	v, srv := serve(t, rewrite.OpenAI, Options{})
 	v.Script(Fault{Kind: Status, Status: 429, Class: ClassInsufficientQuota})
 	client := openaiClient(srv.URL)
@@ -152,6 +156,7 @@ func TestOpenAISDKInsufficientQuota(t *testing.T) {
 }
 
 func TestOpenAISDKStreamErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		fault    Fault

@@ -8,6 +8,7 @@ import (
 )
 
 func TestParseFaults(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		spec string
 		want []WeightedFault
@@ -62,6 +63,7 @@ func TestParseFaults(t *testing.T) {
 }
 
 func TestParseFaultsErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		spec string
 		want []string // substrings of the error
@@ -97,6 +99,7 @@ func TestParseFaultsErrors(t *testing.T) {
 }
 
 func TestFaultString(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		f    Fault
 		want string
@@ -119,6 +122,7 @@ func TestFaultString(t *testing.T) {
 }
 
 func TestKindsValid(t *testing.T) {
+	t.Parallel()
 	for _, k := range append([]FaultKind{OK}, Kinds...) {
 		if !k.Valid() {
 			t.Errorf("%q is not Valid", k)

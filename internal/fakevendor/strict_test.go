@@ -11,6 +11,7 @@ import (
 // invalid_request body, and the refusal takes no fault: the next request
 // still gets the fault that was queued.
 func TestStrictRefusesRequestWithoutConversationAndKeepsFaults(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		shape      rewrite.Shape
 		path, body string
@@ -42,6 +43,7 @@ func TestStrictRefusesRequestWithoutConversationAndKeepsFaults(t *testing.T) {
 
 // Without Strict a request without messages is answered as any other.
 func TestNotStrictAnswersRequestWithoutConversation(t *testing.T) {
+	t.Parallel()
 	_, srv := serve(t, rewrite.OpenAI, Options{})
 	if r := mustPost(t, srv.URL+"/v1/chat/completions", `{"model":"gpt-4o"}`); r.status != 200 {
 		t.Errorf("status %d; want 200", r.status)

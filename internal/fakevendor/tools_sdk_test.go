@@ -64,6 +64,7 @@ func openaiStream(t *testing.T, client openai.Client, params openai.ChatCompleti
 }
 
 func TestOpenAISDKToolRoundTrip(t *testing.T) {
+	t.Parallel()
 	for _, stream := range []bool{false, true} {
 		t.Run(map[bool]string{false: "json", true: "stream"}[stream], func(t *testing.T) {
 			v, srv := serve(t, rewrite.OpenAI, Options{Name: "alpha"})
@@ -137,6 +138,7 @@ func TestOpenAISDKToolRoundTrip(t *testing.T) {
 }
 
 func TestOpenAISDKParallelToolStream(t *testing.T) {
+	t.Parallel()
 	v, srv := serve(t, rewrite.OpenAI, Options{ParallelTools: true})
 	client := openaiClient(srv.URL)
 	params := openaiParams()
@@ -180,6 +182,7 @@ func TestOpenAISDKParallelToolStream(t *testing.T) {
 }
 
 func TestOpenAISDKForcedTool(t *testing.T) {
+	t.Parallel()
 	_, srv := serve(t, rewrite.OpenAI, Options{ParallelTools: true})
 	client := openaiClient(srv.URL)
 	params := openaiParams()
@@ -225,6 +228,7 @@ func anthropicStream(t *testing.T, client anthropic.Client, params anthropic.Mes
 }
 
 func TestAnthropicSDKToolRoundTrip(t *testing.T) {
+	t.Parallel()
 	for _, stream := range []bool{false, true} {
 		t.Run(map[bool]string{false: "json", true: "stream"}[stream], func(t *testing.T) {
 			v, srv := serve(t, rewrite.Anthropic, Options{Name: "beta"})
@@ -281,6 +285,7 @@ func TestAnthropicSDKToolRoundTrip(t *testing.T) {
 }
 
 func TestAnthropicSDKParallelToolStream(t *testing.T) {
+	t.Parallel()
 	v, srv := serve(t, rewrite.Anthropic, Options{ParallelTools: true})
 	client := anthropicClient(srv.URL)
 	params := anthropicParams()
@@ -320,6 +325,7 @@ func TestAnthropicSDKParallelToolStream(t *testing.T) {
 }
 
 func TestAnthropicSDKForcedTool(t *testing.T) {
+	t.Parallel()
 	v, srv := serve(t, rewrite.Anthropic, Options{})
 	client := anthropicClient(srv.URL)
 	params := anthropicParams()
@@ -340,6 +346,7 @@ func TestAnthropicSDKForcedTool(t *testing.T) {
 // --- Gemini, over plain HTTP ---
 
 func TestGeminiToolRoundTrip(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		opts   Options

@@ -59,6 +59,7 @@ func toolBody(shape rewrite.Shape, stream bool, extra string) string {
 }
 
 func TestToolArguments(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		schema string
 		want   string
@@ -86,6 +87,7 @@ func TestToolArguments(t *testing.T) {
 }
 
 func TestSplitArgs(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args string
 		want []string
@@ -185,6 +187,7 @@ type geminiToolAnswer struct {
 }
 
 func TestToolChoiceAndParallel(t *testing.T) {
+	t.Parallel()
 	type want struct {
 		names  string // called tools, comma-separated; "" for a text answer
 		choice string // Recorded.ToolChoice
@@ -253,6 +256,7 @@ func TestToolChoiceAndParallel(t *testing.T) {
 }
 
 func TestToolResultsParsed(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		shape rewrite.Shape
@@ -335,6 +339,7 @@ func TestToolResultsParsed(t *testing.T) {
 }
 
 func TestToolRecordsAreCopies(t *testing.T) {
+	t.Parallel()
 	v, srv := serve(t, rewrite.OpenAI, Options{})
 	mustPost(t, srv.URL+"/v1/chat/completions", toolBody(rewrite.OpenAI, false, ""))
 	r := v.Requests()[0]
@@ -348,6 +353,7 @@ func TestToolRecordsAreCopies(t *testing.T) {
 // TestToolUsage pins the token counts of tool-call answers: one per four
 // bytes of name and arguments, plus one, per call.
 func TestToolUsage(t *testing.T) {
+	t.Parallel()
 	const single = (len("get_weather")+len(weatherArgs))/4 + 1
 	const both = single + (len("get_time")+len(timeArgs))/4 + 1
 	for _, parallel := range []bool{false, true} {
@@ -367,6 +373,7 @@ func TestToolUsage(t *testing.T) {
 }
 
 func TestGeminiToolCallIDs(t *testing.T) {
+	t.Parallel()
 	for _, ids := range []bool{false, true} {
 		_, srv := serve(t, rewrite.Gemini, Options{ParallelTools: true, GeminiIDs: ids})
 		var a geminiToolAnswer
@@ -426,6 +433,7 @@ func toolStreamEvents(t *testing.T, shape rewrite.Shape, body []byte) string {
 }
 
 func TestToolStreamFaults(t *testing.T) {
+	t.Parallel()
 	type want map[rewrite.Shape]string
 	for _, tc := range []struct {
 		fault Fault
@@ -474,6 +482,7 @@ func TestToolStreamFaults(t *testing.T) {
 }
 
 func TestToolStreamParallelOrder(t *testing.T) {
+	t.Parallel()
 	for shape, want := range map[rewrite.Shape]string{
 		// Call 0's opening delta opens the stream; include_usage is set.
 		rewrite.OpenAI: "call args args call args args args finish usage done",
@@ -499,6 +508,7 @@ func TestToolStreamParallelOrder(t *testing.T) {
 // streams of docs/vendors.md#streams (OpenAI, Anthropic, Gemini) for get_weather(city): the same
 // bytes but for the fake's ids and token counts.
 func TestToolStreamsMatchTranslationExamples(t *testing.T) {
+	t.Parallel()
 	const openaiWant = `data: {"id":"chatcmpl-fake000001","object":"chat.completion.chunk","created":1735689600,"model":"gpt-4o","choices":[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_fake000001_0","type":"function","function":{"name":"get_weather","arguments":""}}]},"finish_reason":null}]}
 
 data: {"id":"chatcmpl-fake000001","object":"chat.completion.chunk","created":1735689600,"model":"gpt-4o","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"city\":"}}]},"finish_reason":null}]}
@@ -564,6 +574,7 @@ data: {"type":"message_stop"}
 // answers to tool results. Run with -update after a deliberate change, and
 // review the diff against docs/vendors.md#whole-answers and docs/vendors.md#streams.
 func TestGoldenToolAnswers(t *testing.T) {
+	t.Parallel()
 	const (
 		openaiResult = `{"model":"gpt-4o","messages":[{"role":"user","content":"Weather in Paris?"},` +
 			`{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},` +

@@ -14,6 +14,7 @@ import (
 )
 
 func TestScriptThenDefault(t *testing.T) {
+	t.Parallel()
 	v, srv := serve(t, rewrite.OpenAI, Options{})
 	v.Script(Fault{Kind: Status, Status: 429}, Fault{Kind: Status, Status: 500})
 	v.SetDefault(Fault{Kind: Status, Class: ClassOverloaded})
@@ -35,6 +36,7 @@ func TestScriptThenDefault(t *testing.T) {
 }
 
 func TestCallsAndRequests(t *testing.T) {
+	t.Parallel()
 	v, srv := serve(t, rewrite.OpenAI, Options{})
 	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/openai/v1/chat/completions?trace=1", strings.NewReader(`{"model":"gpt-4o-mini","stream":true}`))
 	req.Header.Set("Authorization", "Bearer sk-one")
@@ -84,6 +86,7 @@ func TestCallsAndRequests(t *testing.T) {
 }
 
 func TestConcurrentScript(t *testing.T) {
+	t.Parallel()
 	v, srv := serve(t, rewrite.Anthropic, Options{})
 	const n, faults = 40, 15
 	for range faults {
@@ -116,6 +119,7 @@ func TestConcurrentScript(t *testing.T) {
 }
 
 func TestRandomFaultsAreSeeded(t *testing.T) {
+	t.Parallel()
 	fs, err := ParseFaults("429:insufficient_quota=0.2,529=0.1,html=0.1")
 	if err != nil {
 		t.Fatal(err)
@@ -161,6 +165,7 @@ func TestRandomFaultsAreSeeded(t *testing.T) {
 }
 
 func TestRandomFaultFrequencies(t *testing.T) {
+	t.Parallel()
 	v := New(rewrite.OpenAI, Options{})
 	fs := []WeightedFault{{Fault{Kind: Status, Status: 429}, 0.2}, {Fault{Kind: Hang}, 0.05}}
 	v.SetRandomFaults(fs, 42)
@@ -180,6 +185,7 @@ func TestRandomFaultFrequencies(t *testing.T) {
 }
 
 func TestSplitText(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		text string
 		n    int
@@ -207,6 +213,7 @@ func TestSplitText(t *testing.T) {
 }
 
 func TestNew(t *testing.T) {
+	t.Parallel()
 	v := New(rewrite.Anthropic, Options{})
 	if v.Shape() != rewrite.Anthropic || v.Name() != "anthropic" || v.Text() != "Hello from anthropic." {
 		t.Errorf("defaults: shape %q name %q text %q", v.Shape(), v.Name(), v.Text())
@@ -220,6 +227,7 @@ func TestNew(t *testing.T) {
 }
 
 func TestStreamSingleChunkStall(t *testing.T) {
+	t.Parallel()
 	// One delta: the partial stream carries it without finishReason, so the
 	// resumed Gemini stream ends with a finish-only chunk.
 	v, srv := serve(t, rewrite.Gemini, Options{Chunks: 1})

@@ -3,7 +3,6 @@ package inject
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,9 +17,9 @@ import (
 	"github.com/rs/zerolog"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden patches in testdata/")
+	"github.com/detour-proxy/detour/internal/testsupport"
+)
 
 func ptr[T any](v T) *T { return &v }
 
@@ -171,19 +170,7 @@ func golden(t *testing.T, path string, got []byte) {
 		t.Fatal(err)
 	}
 	buf.WriteByte('\n')
-	if *update {
-		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -run %s -update to create it)", err, t.Name())
-	}
-	if !bytes.Equal(buf.Bytes(), want) {
-		t.Errorf("patch differs from %s (run with -update after checking the change):\ngot:\n%s", path, buf.Bytes())
-	}
+	testsupport.Golden(t, path, buf.Bytes())
 }
 
 // validatePod checks what the API server's validation would refuse in what

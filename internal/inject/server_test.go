@@ -23,6 +23,8 @@ import (
 
 	"github.com/rs/zerolog"
 	admissionv1 "k8s.io/api/admission/v1"
+
+	"github.com/detour-proxy/detour/internal/testsupport"
 )
 
 // writeServingCert writes a self-signed certificate for 127.0.0.1 with the
@@ -83,7 +85,7 @@ func TestServeTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	var logBuf syncBuffer
+	var logBuf testsupport.SyncBuffer
 	done := make(chan error, 1)
 	go func() {
 		done <- Serve(ctx, ServeOptions{
@@ -102,13 +104,10 @@ func TestServeTLS(t *testing.T) {
 		}}
 	}
 	var resp *http.Response
-	for i := 0; ; i++ {
+	testsupport.Poll(5*time.Second, func() bool {
 		resp, err = client(first).Get(base + "/healthz")
-		if err == nil || i == 50 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,21 +134,29 @@ func TestServeTLS(t *testing.T) {
 
 	// A renewed certificate (cert-manager, a Secret update) is served
 	// without a restart.
-	time.Sleep(10 * time.Millisecond) // a new modification time on coarse file systems
+	before, err := os.Stat(certFile)
+	if err != nil {
+		t.Fatal(err)
+	}
 	second := writeServingCert(t, certFile, keyFile, 2)
+	// A new modification time even on a file system whose clock is coarse
+	// (the reloader compares size and mtime), without waiting for it to tick.
+	later := before.ModTime().Add(time.Second)
+	for _, f := range []string{certFile, keyFile} {
+		if err := os.Chtimes(f, later, later); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var served *big.Int
-	for i := 0; i < 100; i++ {
+	testsupport.Poll(5*time.Second, func() bool {
 		conn, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{InsecureSkipVerify: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		served = conn.ConnectionState().PeerCertificates[0].SerialNumber
 		conn.Close()
-		if served.Cmp(second.SerialNumber) == 0 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return served.Cmp(second.SerialNumber) == 0
+	})
 	if served.Cmp(second.SerialNumber) != 0 {
 		t.Fatalf("still serving serial %v after the certificate files changed", served)
 	}

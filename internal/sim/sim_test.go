@@ -22,6 +22,7 @@ func small() Options {
 // upstream; and the valid requests' success rate must be 1 − p^k within
 // binomial noise.
 func TestChainCellsMatchTheoryAndNeverForwardInvalidRequests(t *testing.T) {
+	t.Parallel()
 	opts := small()
 	opts.Requests = 2000
 	for _, tc := range []struct {
@@ -55,16 +56,33 @@ func TestChainCellsMatchTheoryAndNeverForwardInvalidRequests(t *testing.T) {
 
 // The same seed prints the same bytes; another seed draws other faults.
 func TestSameSeedSameTables(t *testing.T) {
-	run := func(seed int64, tables ...string) string {
-		var out bytes.Buffer
-		opts := small()
-		opts.Seed, opts.Only, opts.Out = seed, tables, &out
-		if err := Run(context.Background(), opts); err != nil {
-			t.Fatal(err)
-		}
-		return out.String()
+	t.Parallel()
+	// The four runs are independent (each its own runner, fakes and
+	// virtual clock), so they go side by side.
+	type result struct {
+		out string
+		err error
 	}
-	first, second := run(7, "a", "b", "d"), run(7, "a", "b", "d")
+	run := func(seed int64, tables ...string) <-chan result {
+		c := make(chan result, 1)
+		go func() {
+			var out bytes.Buffer
+			opts := small()
+			opts.Seed, opts.Only, opts.Out = seed, tables, &out
+			err := Run(context.Background(), opts)
+			c <- result{out.String(), err}
+		}()
+		return c
+	}
+	wait := func(c <-chan result) string {
+		r := <-c
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		return r.out
+	}
+	firstC, secondC, a7C, a8C := run(7, "a", "b", "d"), run(7, "a", "b", "d"), run(7, "a"), run(8, "a")
+	first, second := wait(firstC), wait(secondC)
 	if first != second {
 		t.Fatalf("two runs with seed 7 differ:\n%s\n---\n%s", first, second)
 	}
@@ -76,7 +94,7 @@ func TestSameSeedSameTables(t *testing.T) {
 	if strings.Contains(first, "## (c)") {
 		t.Error("--only a,b,d printed table (c)")
 	}
-	if a7, a8 := run(7, "a"), run(8, "a"); strings.ReplaceAll(a8, "seed 8", "seed 7") == a7 {
+	if a7, a8 := wait(a7C), wait(a8C); strings.ReplaceAll(a8, "seed 8", "seed 7") == a7 {
 		t.Error("seed 8 printed the same tables as seed 7")
 	}
 }
@@ -85,6 +103,7 @@ func TestSameSeedSameTables(t *testing.T) {
 // gone, and the backup answers meanwhile; never_skip_last false lets a
 // chain of one rest its only upstream too.
 func TestQuotaCooldownSavesPrimaryCalls(t *testing.T) {
+	t.Parallel()
 	opts := small()
 	row := func(chain []string, cooldown string, nsl bool) quotaRow {
 		t.Helper()
@@ -120,6 +139,7 @@ func TestQuotaCooldownSavesPrimaryCalls(t *testing.T) {
 // The breaker takes a dead upstream out of the chain: fewer calls reach it
 // than without a breaker, and the app is answered by the backup throughout.
 func TestBreakerCutsCallsToDeadUpstream(t *testing.T) {
+	t.Parallel()
 	opts := small()
 	opts.BreakerRun = 2 * time.Minute
 	for _, dead := range []string{dead503, deadRefused} {
@@ -148,6 +168,7 @@ func TestBreakerCutsCallsToDeadUpstream(t *testing.T) {
 // The latency table runs over real loopback HTTP and every timed request is
 // answered. Nothing about the times is asserted: they depend on the machine.
 func TestLatencyTableRuns(t *testing.T) {
+	t.Parallel()
 	opts := small()
 	r, err := runLatency(context.Background(), opts)
 	if err != nil {
@@ -165,6 +186,7 @@ func TestLatencyTableRuns(t *testing.T) {
 }
 
 func TestParseOnly(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in   string
 		want string
@@ -184,6 +206,7 @@ func TestParseOnly(t *testing.T) {
 }
 
 func TestQuantileIsNearestRank(t *testing.T) {
+	t.Parallel()
 	var d []time.Duration
 	for i := 1; i <= 100; i++ {
 		d = append(d, time.Duration(i))
@@ -199,6 +222,7 @@ func TestQuantileIsNearestRank(t *testing.T) {
 }
 
 func TestShortDuration(t *testing.T) {
+	t.Parallel()
 	for d, want := range map[time.Duration]string{
 		time.Hour: "1h", 10 * time.Minute: "10m", 90 * time.Second: "1m30s", time.Second: "1s", 90 * time.Minute: "1h30m",
 	} {

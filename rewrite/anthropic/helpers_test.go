@@ -3,21 +3,18 @@ package anthropic
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/packages/ssestream"
 
+	"github.com/detour-proxy/detour/internal/testsupport"
 	"github.com/detour-proxy/detour/rewrite/ir"
 	"github.com/detour-proxy/detour/rewrite/sse"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // golden compares got with testdata/name, rewriting the file under -update.
 // JSON is compared indented, so the files can be read and reviewed.
@@ -31,19 +28,7 @@ func golden(t *testing.T, name string, got []byte) {
 		buf.WriteByte('\n')
 		got = buf.Bytes()
 	}
-	file := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(file, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatalf("%v (run go test -update once)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("output differs from %s\ngot:\n%s\nwant:\n%s", file, got, want)
-	}
+	testsupport.Golden(t, filepath.Join("testdata", name), got)
 }
 
 // noteList collects EncodeOptions.Notes.

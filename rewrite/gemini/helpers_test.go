@@ -3,33 +3,19 @@ package gemini
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/detour-proxy/detour/internal/testsupport"
 	"github.com/detour-proxy/detour/rewrite/ir"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // golden compares got with testdata/name, rewriting the file first with
 // -update. Review the diff of a rewritten file against docs/vendors.md.
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	file := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(file, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatalf("%v (run go test -update once)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("output differs from %s (go test -update rewrites it)\ngot:\n%s\nwant:\n%s", file, got, want)
-	}
+	testsupport.Golden(t, filepath.Join("testdata", name), got)
 }
 
 // readTestdata returns testdata/name.

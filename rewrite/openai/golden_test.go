@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -13,12 +12,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/detour-proxy/detour/internal/testsupport"
 	"github.com/detour-proxy/detour/rewrite"
 	"github.com/detour-proxy/detour/rewrite/ir"
 	"github.com/detour-proxy/detour/rewrite/sse"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // testCreated is the created time of every golden stream and response.
 const testCreated = 1735689600
@@ -26,18 +24,7 @@ const testCreated = 1735689600
 // checkGolden compares got with the golden file, rewriting it with -update.
 func checkGolden(t *testing.T, file string, got []byte) {
 	t.Helper()
-	if *update {
-		if err := os.WriteFile(file, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatalf("%v (run go test -update once)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("output differs from %s\ngot:\n%s\nwant:\n%s", file, got, want)
-	}
+	testsupport.Golden(t, file, got)
 }
 
 // indentJSON makes a JSON body reviewable in a golden file.

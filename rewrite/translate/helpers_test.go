@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"io"
 	"os"
 	"path/filepath"
@@ -13,12 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/detour-proxy/detour/internal/testsupport"
 	"github.com/detour-proxy/detour/rewrite"
 	"github.com/detour-proxy/detour/rewrite/ir"
 	"github.com/detour-proxy/detour/rewrite/sse"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // pair is one directed translation: an app speaking from, answered by an
 // upstream speaking to.
@@ -115,21 +113,7 @@ func decodeApp(t testing.TB, app rewrite.Shape, stream bool) *ir.Request {
 // checkGolden compares got with the golden file, rewriting it with -update.
 func checkGolden(t *testing.T, file string, got []byte) {
 	t.Helper()
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(file, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatalf("%v (run go test -update once)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("output differs from %s (go test -update rewrites it; review the diff)\ngot:\n%s\nwant:\n%s", file, got, want)
-	}
+	testsupport.Golden(t, file, got)
 }
 
 // indent renders v (JSON values as json.RawMessage) as indented JSON
