@@ -207,7 +207,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // for (tunnels, forwards) are dialled by dialEgress instead, which also
 // applies the egress policy.
 func (s *Server) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	d := &net.Dialer{KeepAlive: 30 * time.Second, Control: s.guard.control}
+	d := &net.Dialer{KeepAlive: 30 * time.Second, Control: s.dialControl}
 	return d.DialContext(ctx, network, addr)
 }
 
@@ -244,6 +244,13 @@ func (s *Server) hijack(client net.Conn, host, port string) {
 		_ = client.Close()
 		return
 	}
+	s.intercept(client, chain.Target{Host: host, Port: port, Mode: "proxy"})
+}
+
+// intercept serves TLS for t.Host on client, an explicit-mode tunnel or a
+// transparent-mode connection, with requests going to the chain as t.
+func (s *Server) intercept(client net.Conn, t chain.Target) {
+	host, port := t.Host, t.Port
 	cfg := s.signer.TLSConfig(host)
 	sign := cfg.GetCertificate
 	cfg.GetCertificate = func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
@@ -261,7 +268,7 @@ func (s *Server) hijack(client net.Conn, host, port string) {
 	tc.handshakeFailed = func(err error) {
 		s.inner.ErrorLog.Printf("http: TLS handshake error from %s: %v", client.RemoteAddr(), err)
 	}
-	s.targets.Store(tc, chain.Target{Host: host, Port: port, Mode: "proxy"})
+	s.targets.Store(tc, t)
 	if !s.innerLn.push(tc) {
 		s.targets.Delete(tc)
 		_ = tc.Close()
