@@ -159,7 +159,7 @@ func (s *Server) dialEgress(ctx context.Context, pol *policy.Compiled, rec *egre
 	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
 		rec.setIP(ta.AddrPort().Addr().Unmap())
 	}
-	return c, nil
+	return s.trackOwn(c, nil)
 }
 
 // tunnel serves a CONNECT for a host detour does not intercept: it dials

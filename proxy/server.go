@@ -66,6 +66,7 @@ type Server struct {
 	inner        *http.Server
 	innerLn      *connQueue
 	guard        *selfGuard
+	own          ownConns
 
 	// targets maps an intercepted *tls.Conn to the CONNECT target it was
 	// opened for, until the inner server picks it up in ConnContext.
@@ -208,7 +209,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // applies the egress policy.
 func (s *Server) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	d := &net.Dialer{KeepAlive: 30 * time.Second, Control: s.dialControl}
-	return d.DialContext(ctx, network, addr)
+	return s.trackOwn(d.DialContext(ctx, network, addr))
 }
 
 // connect decides, per CONNECT, between interception and a plain tunnel.

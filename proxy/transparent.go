@@ -41,6 +41,7 @@ func (s *Server) ServeTransparent(ctx context.Context, lns ...net.Listener) {
 	for _, ln := range lns {
 		s.guard.add(ln.Addr())
 	}
+	s.own.on.Store(true)
 	for _, ln := range lns {
 		go func() {
 			<-ctx.Done()
@@ -99,6 +100,16 @@ func (s *Server) serveTransparent(ctx context.Context, c net.Conn) {
 	_ = c.SetReadDeadline(time.Time{})
 	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, errHelloMalformed) && !errors.Is(err, errHelloTooLarge) {
 		// The app went away before saying anything useful.
+		_ = c.Close()
+		return
+	}
+	// Checked once the app has sent its first bytes: detour's own dial
+	// has returned, and noted its address, before detour writes on it.
+	if s.fromDetour(c) {
+		rec := newEgressRecord(ModeTransparent, p.method, dst.String())
+		rec.setIP(dst.Addr())
+		rec.outcome, rec.err = EgressRefused, errLooped.Error()
+		rec.log(s.log)
 		_ = c.Close()
 		return
 	}

@@ -103,7 +103,8 @@ func flagArgs() []string {
 // answered through the chain, a host it does not name is spliced (the app
 // sees that server's own certificate), over IPv4 and IPv6; detour's own
 // connections are not redirected back to it (by mark, then by uid); a
-// connection to detour's own port is refused; `detour redirect remove`
+// connection to detour's own port is refused, and so is one of detour's
+// own that rules without exclusions send back; `detour redirect remove`
 // leaves no rule.
 func TestTransparentModeInANetworkNamespace(t *testing.T) {
 	if os.Geteuid() != 0 {
@@ -239,8 +240,17 @@ func TestTransparentModeInANetworkNamespace(t *testing.T) {
 	redirectCmd(t, ns, "install", "--to-port", toPort, "--ports", ports, "--exclude-uid", "0")
 	other4(65534)
 
-	lines := waitLogLines(t, &log, 7)
-	var intercepted, spliced, refusedSelf int
+	// Rules that exclude nothing send detour's own splice back to it: it
+	// refuses that connection, once, rather than splicing itself until it
+	// runs out of file descriptors.
+	redirectCmd(t, ns, "install", "--to-port", toPort, "--ports", ports)
+	if out, err := curlIn(ns, 0, "-sS", "--cacert", otherCA, "--resolve", "other.example:"+portOf(otherURL)+":"+hostIP,
+		"https://other.example:"+portOf(otherURL)+"/"); err == nil {
+		t.Errorf("spliced call with detour's own connections redirected back to it: answered %q; want it to fail", out)
+	}
+
+	lines := waitLogLines(t, &log, 9)
+	var intercepted, spliced, refusedSelf, looped int
 	for _, l := range lines {
 		if l["mode"] != proxy.ModeTransparent {
 			t.Errorf("log line without mode transparent: %v", l)
@@ -253,12 +263,17 @@ func TestTransparentModeInANetworkNamespace(t *testing.T) {
 			spliced++
 		case l["outcome"] == proxy.EgressRefused && strings.Contains(fmt.Sprint(l["error"]), "detour's own listener"):
 			refusedSelf++
+		case l["outcome"] == proxy.EgressRefused && strings.Contains(fmt.Sprint(l["error"]), "redirected back to it"):
+			looped++
 		default:
 			t.Errorf("unexpected log line (detour's own connection looped back?): %v", l)
 		}
 	}
-	if intercepted != 2 || spliced != 4 || refusedSelf != 1 {
-		t.Errorf("log lines: %d intercepted, %d spliced, %d refused; want 2, 4, 1:\n%s", intercepted, spliced, refusedSelf, log.String())
+	// Five splices: four answered, and the last one's, whose own dial
+	// came back.
+	if intercepted != 2 || spliced != 5 || refusedSelf != 1 || looped != 1 {
+		t.Errorf("log lines: %d intercepted, %d spliced, %d refused as detour itself, %d refused as looped; want 2, 5, 1, 1:\n%s",
+			intercepted, spliced, refusedSelf, looped, log.String())
 	}
 
 	redirectCmd(t, ns, "remove")
