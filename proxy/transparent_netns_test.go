@@ -57,6 +57,9 @@ func TestTransparentNetnsHelper(t *testing.T) {
 			os.Exit(1)
 		}
 		os.Exit(0)
+	case "latency":
+		measureLatency()
+		os.Exit(0)
 	case "serve":
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 		defer stop()
@@ -74,7 +77,8 @@ func TestTransparentNetnsHelper(t *testing.T) {
 		err = proxy.Serve(ctx, proxy.Options{
 			PolicyPath: os.Getenv("DETOUR_HELPER_POLICY"), Stderr: os.Stderr, Listener: ln, TransparentListeners: tlns,
 			Ready: func(net.Addr, *mitm.CA) {
-				fmt.Printf("ready %s %d\n", port, len(tlns))
+				_, explicit, _ := net.SplitHostPort(ln.Addr().String())
+				fmt.Printf("ready %s %d %s\n", port, len(tlns), explicit)
 			},
 		})
 		if err != nil {
@@ -167,7 +171,7 @@ func TestTransparentModeInANetworkNamespace(t *testing.T) {
 	}
 
 	var log detourtest.SyncBuffer
-	toPort := startDetourInNamespace(t, ns, policyPath, &log)
+	toPort, _ := startDetourInNamespace(t, ns, policyPath, &log)
 	detourCA := filepath.Join(dir, "ca.pem")
 
 	portOf := func(u string) string { return u[strings.LastIndex(u, ":")+1:] }
@@ -288,7 +292,7 @@ func TestTransparentModeInANetworkNamespace(t *testing.T) {
 
 // addIPv6 gives the veth pair of vethPair an IPv6 address on each side and
 // returns this side's.
-func addIPv6(t *testing.T, ns string) string {
+func addIPv6(t testing.TB, ns string) string {
 	t.Helper()
 	id := os.Getpid() % 16000
 	host, peer := fmt.Sprintf("dth%d", id), fmt.Sprintf("dtp%d", id)
@@ -306,7 +310,7 @@ func addIPv6(t *testing.T, ns string) string {
 
 // testCertificate makes a CA and a leaf it signs for ips and names; the CA
 // is written to dir/name-ca.pem.
-func testCertificate(t *testing.T, dir, name string, ips []net.IP, names []string) (tls.Certificate, string) {
+func testCertificate(t testing.TB, dir, name string, ips []net.IP, names []string) (tls.Certificate, string) {
 	t.Helper()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -344,7 +348,7 @@ func testCertificate(t *testing.T, dir, name string, ips []net.IP, names []strin
 
 // serveTLS serves h over TLS with cert on ip, at a port of the kernel's
 // choosing, and returns its https URL.
-func serveTLS(t *testing.T, ip string, h http.Handler, cert tls.Certificate) string {
+func serveTLS(t testing.TB, ip string, h http.Handler, cert tls.Certificate) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
@@ -360,7 +364,7 @@ func serveTLS(t *testing.T, ip string, h http.Handler, cert tls.Certificate) str
 }
 
 // servePlain serves h over plain HTTP on ip and returns its URL.
-func servePlain(t *testing.T, ip string, h http.Handler) string {
+func servePlain(t testing.TB, ip string, h http.Handler) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
@@ -376,7 +380,7 @@ func servePlain(t *testing.T, ip string, h http.Handler) string {
 
 // startDetourInNamespace runs detour (this test binary as
 // TestTransparentNetnsHelper) inside ns and returns its transparent port.
-func startDetourInNamespace(t *testing.T, ns, policyPath string, log io.Writer) string {
+func startDetourInNamespace(t testing.TB, ns, policyPath string, log io.Writer) (transparentPort, explicitPort string) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -410,7 +414,7 @@ func startDetourInNamespace(t *testing.T, ns, policyPath string, log io.Writer) 
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
-			if f := strings.Fields(sc.Text()); len(f) == 3 && f[0] == "ready" {
+			if f := strings.Fields(sc.Text()); len(f) == 4 && f[0] == "ready" {
 				ready <- f[1:]
 			}
 		}
@@ -420,17 +424,17 @@ func startDetourInNamespace(t *testing.T, ns, policyPath string, log io.Writer) 
 		if f[1] != "2" {
 			t.Fatalf("detour listens transparently on %s listener(s); want 2 (127.0.0.1 and ::1)", f[1])
 		}
-		return f[0]
+		return f[0], f[2]
 	case <-exited:
 		t.Fatalf("detour exited before it was ready:\n%s", log)
 	case <-time.After(30 * time.Second):
 		t.Fatalf("detour was not ready within 30s:\n%s", log)
 	}
-	return ""
+	return "", ""
 }
 
 // redirectCmd runs `detour redirect ARGS` inside ns and returns its stdout.
-func redirectCmd(t *testing.T, ns string, args ...string) string {
+func redirectCmd(t testing.TB, ns string, args ...string) string {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
