@@ -31,7 +31,8 @@ import (
 // binary, as TestTransparentNetnsHelper) calls a fake vendor across a veth
 // pair directly, through detour as HTTPS_PROXY, and through the kernel's
 // redirect to detour's transparent listener, in interleaved rounds over
-// kept-alive connections. Reported: p50 and p99 of each, in µs. Root only.
+// kept-alive connections, and again with a new connection per call.
+// Reported: p50 and p99 of each, in µs. Root only.
 func BenchmarkTransparentVsExplicitVsDirect(b *testing.B) {
 	if os.Geteuid() != 0 {
 		b.Skip("skipped: needs root to create a network namespace and program nftables in it")
@@ -84,7 +85,7 @@ func BenchmarkTransparentVsExplicitVsDirect(b *testing.B) {
 	if err := json.Unmarshal(out[strings.LastIndex(string(out), "{\"direct"):], &res); err != nil {
 		b.Fatalf("latency client said %q: %v", out, err)
 	}
-	for _, mode := range []string{"direct", "explicit", "transparent"} {
+	for _, mode := range []string{"direct", "explicit", "transparent", "direct-new-conn", "explicit-new-conn", "transparent-new-conn"} {
 		b.ReportMetric(res[mode]["p50"], mode+"-p50-µs")
 		b.ReportMetric(res[mode]["p99"], mode+"-p99-µs")
 	}
@@ -114,6 +115,15 @@ func measureLatency() {
 			var d net.Dialer
 			return d.DialContext(ctx, network, net.JoinHostPort(vendorIP, "443"))
 		}}
+	// The same, with a new connection per call: the per-connection work
+	// (CONNECT, or the original destination and the ClientHello peek, and
+	// a TLS handshake with detour's leaf) is then in every call.
+	explicitNew := explicit.Clone()
+	explicitNew.DisableKeepAlives = true
+	transparentNew := transparent.Clone()
+	transparentNew.DisableKeepAlives = true
+	directNew := direct.Clone()
+	directNew.DisableKeepAlives = true
 	call := func(rt http.RoundTripper, u string) func() error {
 		return func() error {
 			req, _ := http.NewRequest(http.MethodPost, u, strings.NewReader(`{"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}`))
@@ -134,9 +144,12 @@ func measureLatency() {
 		}
 	}
 	fns := map[string]func() error{
-		"direct":      call(direct, os.Getenv("DETOUR_LAT_DIRECT")),
-		"explicit":    call(explicit, "https://api.openai.com/v1/chat/completions"),
-		"transparent": call(transparent, "https://api.openai.com/v1/chat/completions"),
+		"direct":               call(direct, os.Getenv("DETOUR_LAT_DIRECT")),
+		"explicit":             call(explicit, "https://api.openai.com/v1/chat/completions"),
+		"transparent":          call(transparent, "https://api.openai.com/v1/chat/completions"),
+		"direct-new-conn":      call(directNew, os.Getenv("DETOUR_LAT_DIRECT")),
+		"explicit-new-conn":    call(explicitNew, "https://api.openai.com/v1/chat/completions"),
+		"transparent-new-conn": call(transparentNew, "https://api.openai.com/v1/chat/completions"),
 	}
 	// Warm up: connections, leaf certificates, the vendor's first answer.
 	if _, err := detourtest.Interleave(10, fns); err != nil {
