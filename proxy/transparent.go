@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/detour-proxy/detour/internal/chain"
+	"github.com/detour-proxy/detour/internal/sniff"
 	"github.com/detour-proxy/detour/policy"
 )
 
@@ -96,9 +97,9 @@ func (s *Server) serveTransparent(ctx context.Context, c net.Conn) {
 	}
 
 	_ = c.SetReadDeadline(time.Now().Add(TransparentHelloTimeout))
-	p, err := readHello(c)
+	p, err := sniff.Read(c)
 	_ = c.SetReadDeadline(time.Time{})
-	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, errHelloMalformed) && !errors.Is(err, errHelloTooLarge) {
+	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, sniff.ErrMalformed) && !errors.Is(err, sniff.ErrTooLarge) {
 		// The app went away before saying anything useful.
 		_ = c.Close()
 		return
@@ -106,20 +107,20 @@ func (s *Server) serveTransparent(ctx context.Context, c net.Conn) {
 	// Checked once the app has sent its first bytes: detour's own dial
 	// has returned, and noted its address, before detour writes on it.
 	if s.fromDetour(c) {
-		rec := newEgressRecord(ModeTransparent, p.method, dst.String())
+		rec := newEgressRecord(ModeTransparent, p.Method, dst.String())
 		rec.setIP(dst.Addr())
 		rec.outcome, rec.err = EgressRefused, errLooped.Error()
 		rec.log(s.log)
 		_ = c.Close()
 		return
 	}
-	if p.tls && p.sni != "" && err == nil && pol.Intercepts(p.sni) {
-		s.intercept(&replayConn{Conn: c, prefix: p.raw}, chain.Target{Host: p.sni, Port: port, Mode: ModeTransparent})
+	if p.TLS && p.ServerName != "" && err == nil && pol.Intercepts(p.ServerName) {
+		s.intercept(&replayConn{Conn: c, prefix: p.Raw}, chain.Target{Host: p.ServerName, Port: port, Mode: ModeTransparent})
 		return
 	}
-	host := p.sni
-	if !p.tls {
-		host = p.host
+	host := p.ServerName
+	if !p.TLS {
+		host = p.Host
 	}
 	if host == "" {
 		host = dst.Addr().String()
@@ -130,8 +131,8 @@ func (s *Server) serveTransparent(ctx context.Context, c net.Conn) {
 // splice connects an app's redirected connection to the address it
 // dialled, replays what was read of it, and copies both ways, as a tunnel
 // does; one log line says how it went.
-func (s *Server) splice(ctx context.Context, c net.Conn, pol *policy.Compiled, p peeked, host string, dst netip.AddrPort) {
-	rec := newEgressRecord(ModeTransparent, p.method, net.JoinHostPort(host, strconv.Itoa(int(dst.Port()))))
+func (s *Server) splice(ctx context.Context, c net.Conn, pol *policy.Compiled, p sniff.Start, host string, dst netip.AddrPort) {
+	rec := newEgressRecord(ModeTransparent, p.Method, net.JoinHostPort(host, strconv.Itoa(int(dst.Port()))))
 	defer rec.log(s.log)
 	defer c.Close()
 	if reason := pol.HostRefusal(host); reason != "" {
@@ -149,12 +150,12 @@ func (s *Server) splice(ctx context.Context, c net.Conn, pol *policy.Compiled, p
 		return
 	}
 	defer target.Close()
-	if _, err := target.Write(p.raw); err != nil {
+	if _, err := target.Write(p.Raw); err != nil {
 		rec.outcome, rec.err = EgressUpstreamErr, err.Error()
 		return
 	}
 	up, down, err := splice(&idleConn{Conn: c, idle: TunnelIdleTimeout}, &idleConn{Conn: target, idle: TunnelIdleTimeout})
-	rec.up, rec.down = up+int64(len(p.raw)), down
+	rec.up, rec.down = up+int64(len(p.Raw)), down
 	rec.outcome = EgressOK
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		rec.outcome = EgressIdleTimeout
@@ -168,8 +169,8 @@ func (s *Server) splice(ctx context.Context, c net.Conn, pol *policy.Compiled, p
 // HTTP request gets a 403 or 502 saying why, as a refused CONNECT does; a
 // TLS client cannot be answered without a certificate for its host, so its
 // connection is closed.
-func (s *Server) refuseSplice(c net.Conn, rec *egressRecord, p peeked, err error) {
-	if p.method != "" {
+func (s *Server) refuseSplice(c net.Conn, rec *egressRecord, p sniff.Start, err error) {
+	if p.Method != "" {
 		s.refuse(c, rec, err)
 		return
 	}

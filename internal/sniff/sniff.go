@@ -1,54 +1,62 @@
-package proxy
+// Package sniff reads the start of a connection without consuming it: the
+// TLS ClientHello's server name (SNI), or a plain HTTP request's method and
+// Host, so that detour's transparent listener can decide between
+// interception and a splice. What was read is returned whole, for the
+// caller to replay. It is bounded in size; the caller bounds it in time.
+//
+// sniff imports nothing of detour's. It is a package of its own so that its
+// fuzz target runs in a small binary.
+package sniff
 
 import (
 	"errors"
 	"io"
+	"net"
 	"strings"
 
 	"golang.org/x/crypto/cryptobyte"
 )
 
-// This file reads the start of a redirected connection without consuming
-// it: the TLS ClientHello's server name (SNI), or a plain HTTP request's
-// Host, so that the transparent listener can decide between interception
-// and a splice. What was read is handed on and replayed.
-
-// maxHelloBytes bounds the ClientHello detour reads. Browsers' and SDKs'
+// MaxHelloBytes bounds the ClientHello detour reads. Browsers' and SDKs'
 // hellos are under 2 KiB, post-quantum key shares included; a hello larger
 // than this is not parsed (its connection is spliced, never intercepted).
-const maxHelloBytes = 32 << 10
+const MaxHelloBytes = 32 << 10
 
 // maxTLSRecord is the largest TLS plaintext record (RFC 8446 §5.1).
 const maxTLSRecord = 1 << 14
 
-// Errors of readHello; in every case the bytes read so far are returned.
+// Errors of Read; in every case the bytes read so far are returned.
 var (
-	errHelloMalformed = errors.New("malformed TLS ClientHello")
-	errHelloTooLarge  = errors.New("TLS ClientHello larger than detour reads")
+	// ErrMalformed is a connection that starts like TLS but is not a
+	// ClientHello detour can read.
+	ErrMalformed = errors.New("malformed TLS ClientHello")
+	// ErrTooLarge is a ClientHello larger than MaxHelloBytes.
+	ErrTooLarge = errors.New("TLS ClientHello larger than detour reads")
 )
 
-// peeked is what readHello found at the start of a connection.
-type peeked struct {
-	// raw is every byte read, to be replayed.
-	raw []byte
-	// tls is true when the connection starts with a TLS handshake record.
-	tls bool
-	// sni is the ClientHello's host name, lower case, without a trailing
-	// dot; "" when there is none or it is not a host name.
-	sni string
-	// host is a plain HTTP request's Host header (host only, lower case),
+// Start is what Read found at the start of a connection.
+type Start struct {
+	// Raw is every byte read, to be replayed.
+	Raw []byte
+	// TLS is true when the connection starts with a TLS handshake record.
+	TLS bool
+	// ServerName is the ClientHello's host name, lower case, without a
+	// trailing dot; "" when there is none or it is not a host name.
+	ServerName string
+	// Host is a plain HTTP request's Host header (host only, lower case),
 	// when it was in the first bytes read.
-	host string
-	// method is a plain HTTP request's method, when there was a request line.
-	method string
+	Host string
+	// Method is a plain HTTP request's method, when there was a request
+	// line.
+	Method string
 }
 
-// readHello reads the start of a connection from r: a whole ClientHello
+// Read reads the start of a connection from r: a whole ClientHello
 // when the first byte is a TLS handshake record's, otherwise whatever the
 // first read returns. It never reads past the ClientHello, so the rest of
 // the connection is untouched. The caller bounds the time with a deadline.
-func readHello(r io.Reader) (peeked, error) {
-	var p peeked
+func Read(r io.Reader) (Start, error) {
+	var p Start
 	buf := make([]byte, 0, 2048)
 	var first [1]byte
 	if _, err := io.ReadFull(r, first[:]); err != nil {
@@ -61,14 +69,14 @@ func readHello(r io.Reader) (peeked, error) {
 		more := make([]byte, 4096)
 		n, err := r.Read(more)
 		buf = append(buf, more[:n]...)
-		p.raw = buf
-		p.method, p.host = httpRequestHost(buf)
+		p.Raw = buf
+		p.Method, p.Host = httpRequestHost(buf)
 		if err == io.EOF {
 			err = nil
 		}
 		return p, err
 	}
-	p.tls = true
+	p.TLS = true
 	var hs []byte // the handshake bytes, over one or more records
 	hdr := make([]byte, 5)
 	hdr[0] = first[0]
@@ -77,39 +85,39 @@ func readHello(r io.Reader) (peeked, error) {
 		k, err := io.ReadFull(r, next)
 		buf = append(buf, next[:k]...)
 		if err != nil {
-			p.raw = buf
+			p.Raw = buf
 			return p, err
 		}
 		n := int(hdr[3])<<8 | int(hdr[4])
 		if hdr[0] != 0x16 || hdr[1] != 3 || n == 0 || n > maxTLSRecord {
-			p.raw = buf
-			return p, errHelloMalformed
+			p.Raw = buf
+			return p, ErrMalformed
 		}
-		if len(buf)+n > maxHelloBytes+64 {
-			p.raw = buf
-			return p, errHelloTooLarge
+		if len(buf)+n > MaxHelloBytes+64 {
+			p.Raw = buf
+			return p, ErrTooLarge
 		}
 		rec := make([]byte, n)
 		k, err = io.ReadFull(r, rec)
 		buf = append(buf, rec[:k]...)
 		if err != nil {
-			p.raw = buf
+			p.Raw = buf
 			return p, err
 		}
 		hs = append(hs, rec...)
 		if len(hs) >= 4 {
 			if hs[0] != 1 { // not a client_hello
-				p.raw = buf
-				return p, errHelloMalformed
+				p.Raw = buf
+				return p, ErrMalformed
 			}
 			want := 4 + (int(hs[1])<<16 | int(hs[2])<<8 | int(hs[3]))
-			if want > maxHelloBytes {
-				p.raw = buf
-				return p, errHelloTooLarge
+			if want > MaxHelloBytes {
+				p.Raw = buf
+				return p, ErrTooLarge
 			}
 			if len(hs) >= want {
-				p.raw = buf
-				p.sni, err = parseClientHello(hs[:want])
+				p.Raw = buf
+				p.ServerName, err = parseClientHello(hs[:want])
 				return p, err
 			}
 		}
@@ -126,7 +134,7 @@ func parseClientHello(msg []byte) (string, error) {
 	var typ uint8
 	var body cryptobyte.String
 	if !s.ReadUint8(&typ) || typ != 1 || !s.ReadUint24LengthPrefixed(&body) || !s.Empty() {
-		return "", errHelloMalformed
+		return "", ErrMalformed
 	}
 	var version uint16
 	var sessionID, suites, compression cryptobyte.String
@@ -134,34 +142,34 @@ func parseClientHello(msg []byte) (string, error) {
 		!body.ReadUint8LengthPrefixed(&sessionID) ||
 		!body.ReadUint16LengthPrefixed(&suites) ||
 		!body.ReadUint8LengthPrefixed(&compression) {
-		return "", errHelloMalformed
+		return "", ErrMalformed
 	}
 	if body.Empty() {
 		return "", nil // no extensions
 	}
 	var exts cryptobyte.String
 	if !body.ReadUint16LengthPrefixed(&exts) || !body.Empty() {
-		return "", errHelloMalformed
+		return "", ErrMalformed
 	}
 	sni := ""
 	for !exts.Empty() {
 		var ext uint16
 		var data cryptobyte.String
 		if !exts.ReadUint16(&ext) || !exts.ReadUint16LengthPrefixed(&data) {
-			return "", errHelloMalformed
+			return "", ErrMalformed
 		}
 		if ext != 0 { // server_name
 			continue
 		}
 		var names cryptobyte.String
 		if !data.ReadUint16LengthPrefixed(&names) || !data.Empty() {
-			return "", errHelloMalformed
+			return "", ErrMalformed
 		}
 		for !names.Empty() {
 			var nameType uint8
 			var name cryptobyte.String
 			if !names.ReadUint8(&nameType) || !names.ReadUint16LengthPrefixed(&name) {
-				return "", errHelloMalformed
+				return "", ErrMalformed
 			}
 			if nameType == 0 && sni == "" {
 				sni = hostName(string(name))
@@ -213,7 +221,11 @@ func httpRequestHost(b []byte) (method, host string) {
 		}
 		name, value, found := strings.Cut(h, ":")
 		if found && strings.EqualFold(name, "host") {
-			hh, _ := splitHostPort(strings.TrimSpace(value))
+			hh := strings.TrimSpace(value)
+			if h, _, err := net.SplitHostPort(hh); err == nil {
+				hh = h
+			}
+			hh = strings.Trim(hh, "[]")
 			return m, hostName(hh)
 		}
 	}
