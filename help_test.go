@@ -30,6 +30,10 @@ var helpCases = []struct {
 	{[]string{"policy", "explain"}, []string{"detour policy explain FILE", "-request", "-host", "-path", "-tier", "-admin"}},
 	{[]string{"fake-vendor"}, []string{"detour fake-vendor", "-shape", "-faults", "-listen", "-tls", "-name", "-seed", "-event-delay"}},
 	{[]string{"inject"}, []string{"detour inject", "-tls-cert", "-tls-key", "-listen", "-config", "-log-level"}},
+	{[]string{"redirect"}, []string{"detour redirect install", "detour redirect remove", "detour redirect show", "-to-port", "-ports", "-exclude-uid", "-exclude-mark", "-exclude-cidr"}},
+	{[]string{"redirect", "install"}, []string{"detour redirect install", "-to-port", "-ports", "-exclude-uid", "-exclude-mark", "-exclude-cidr"}},
+	{[]string{"redirect", "remove"}, []string{"detour redirect remove"}},
+	{[]string{"redirect", "show"}, []string{"detour redirect show"}},
 }
 
 // `detour X --help`, `detour X -h` and `detour help X` print X's whole usage

@@ -63,6 +63,9 @@ Usage:
   detour inject --tls-cert F --tls-key F [--listen :8443] [--config F]
                                    Kubernetes: the mutating webhook that adds detour to opted-in pods
                                    (the Helm chart in charts/detour runs it)
+  detour redirect install --to-port 15001 [--ports 443,80] [--exclude-uid UID] [--exclude-mark MARK]
+                                   transparent mode: nftables rules sending this network namespace's
+                                   connections to transparent.listen; redirect remove | show
   detour help [COMMAND]            show this help, or a command's (same as detour COMMAND --help)
 
 Point an app at detour with HTTPS_PROXY=http://127.0.0.1:8787 (and trust detour's CA),
@@ -80,6 +83,7 @@ func commands() map[string]cli.Command {
 		"policy":      cli.Policy,
 		"fake-vendor": cli.FakeVendor,
 		"inject":      cli.Inject,
+		"redirect":    cli.Redirect,
 	}
 }
 

@@ -235,6 +235,7 @@ func (k *compiler) top(f *File) {
 		c.AdminListen = f.AdminListen
 	}
 	k.egress(f)
+	k.transparent(f.Transparent)
 	if f.NeverSkipLast != nil {
 		c.NeverSkipLast = *f.NeverSkipLast
 	}

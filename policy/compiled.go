@@ -249,6 +249,9 @@ type Compiled struct {
 	Egress EgressPolicy
 	// ListenPublic is listen_public: a non-loopback listen is meant.
 	ListenPublic bool
+	// Transparent is the transparent listener's section; its Listen is ""
+	// when the section is absent.
+	Transparent TransparentPolicy
 	// Bounds cap request bodies, their read time and the drain; always
 	// filled.
 	Bounds Bounds

@@ -30,6 +30,9 @@ type File struct {
 	// absolute-URI requests for hosts no route names. Absent: every field's
 	// default.
 	Egress *EgressFile `json:"egress,omitempty"`
+	// Transparent turns on the listener for connections the kernel
+	// redirects to detour (see TransparentFile). Absent: off.
+	Transparent *TransparentFile `json:"transparent,omitempty"`
 	// CA names detour's certificate authority files. Default: ca.pem and
 	// ca-key.pem in the user's config directory (~/.config/detour/).
 	CA *CAFile `json:"ca,omitempty"`

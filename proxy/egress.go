@@ -137,7 +137,7 @@ func newID() string {
 // between the check and the dial (rebinding) through. A refused address is
 // never connected to; a name with several addresses goes on to the next.
 func (s *Server) dialEgress(ctx context.Context, pol *policy.Compiled, rec *egressRecord, network, addr string) (net.Conn, error) {
-	d := &net.Dialer{KeepAlive: 30 * time.Second, Control: func(_, address string, _ syscall.RawConn) error {
+	d := &net.Dialer{KeepAlive: 30 * time.Second, Control: func(_, address string, rc syscall.RawConn) error {
 		ap, err := netip.ParseAddrPort(address)
 		if err != nil {
 			return &egressRefused{addr: addr, reason: "unexpected dial address " + address}
@@ -150,7 +150,7 @@ func (s *Server) dialEgress(ctx context.Context, pol *policy.Compiled, rec *egre
 		if reason := pol.Egress.Refusal(ip); reason != "" {
 			return &egressRefused{addr: addr, reason: reason}
 		}
-		return nil
+		return markSocket(rc, pol.Transparent.Mark)
 	}}
 	c, err := d.DialContext(ctx, network, addr)
 	if err != nil {
@@ -159,7 +159,7 @@ func (s *Server) dialEgress(ctx context.Context, pol *policy.Compiled, rec *egre
 	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
 		rec.setIP(ta.AddrPort().Addr().Unmap())
 	}
-	return c, nil
+	return s.trackOwn(c, nil)
 }
 
 // tunnel serves a CONNECT for a host detour does not intercept: it dials

@@ -57,6 +57,9 @@ type Options struct {
 	// OnRecord receives every finished request record, after detour's own
 	// metrics have counted it.
 	OnRecord func(*chain.Record)
+	// TransparentListeners, when set, are used instead of listening on
+	// the policy's transparent.listen (tests).
+	TransparentListeners []net.Listener
 	// Now, when set, is the clock of cooldowns and breakers (chain.Runner's
 	// Now): `detour demo` runs on a virtual clock so that a seed always
 	// gives the same run. Nil is the real clock.
@@ -189,6 +192,15 @@ func Serve(ctx context.Context, opts Options) error {
 		hup = make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)
 		defer signal.Stop(hup)
+	}
+
+	tctx, stopTransparent := context.WithCancel(ctx)
+	defer stopTransparent()
+	if err := srv.startTransparent(tctx, pol, opts.TransparentListeners); err != nil {
+		if opts.Listener == nil {
+			ln.Close()
+		}
+		return err
 	}
 
 	addr := ln.Addr().String()

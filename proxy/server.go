@@ -67,6 +67,7 @@ type Server struct {
 	inner        *http.Server
 	innerLn      *connQueue
 	guard        *selfGuard
+	own          ownConns
 
 	// targets maps an intercepted *tls.Conn to the CONNECT target it was
 	// opened for, until the inner server picks it up in ConnContext.
@@ -218,8 +219,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // for (tunnels, forwards) are dialled by dialEgress instead, which also
 // applies the egress policy.
 func (s *Server) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	d := &net.Dialer{KeepAlive: 30 * time.Second, Control: s.guard.control}
-	return d.DialContext(ctx, network, addr)
+	d := &net.Dialer{KeepAlive: 30 * time.Second, Control: s.dialControl}
+	return s.trackOwn(d.DialContext(ctx, network, addr))
 }
 
 // connect decides, per CONNECT, between interception and a plain tunnel.
@@ -255,6 +256,13 @@ func (s *Server) hijack(client net.Conn, host, port string) {
 		_ = client.Close()
 		return
 	}
+	s.intercept(client, chain.Target{Host: host, Port: port, Mode: "proxy"})
+}
+
+// intercept serves TLS for t.Host on client, an explicit-mode tunnel or a
+// transparent-mode connection, with requests going to the chain as t.
+func (s *Server) intercept(client net.Conn, t chain.Target) {
+	host, port := t.Host, t.Port
 	cfg := s.signer.TLSConfig(host)
 	sign := cfg.GetCertificate
 	cfg.GetCertificate = func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
@@ -272,7 +280,7 @@ func (s *Server) hijack(client net.Conn, host, port string) {
 	tc.handshakeFailed = func(err error) {
 		s.inner.ErrorLog.Printf("http: TLS handshake error from %s: %v", client.RemoteAddr(), err)
 	}
-	s.targets.Store(tc, chain.Target{Host: host, Port: port, Mode: "proxy"})
+	s.targets.Store(tc, t)
 	if !s.innerLn.push(tc) {
 		s.targets.Delete(tc)
 		_ = tc.Close()
