@@ -212,7 +212,7 @@ func Run(ctx context.Context, opts Options) error {
 
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.Cert)
-	client := &client{
+	app := &client{
 		baseURL: "https://api.openai.com/v1/",
 		apiKey:  "sk-demo-not-a-real-key",
 		http: &http.Client{Transport: &http.Transport{
@@ -220,7 +220,7 @@ func Run(ctx context.Context, opts Options) error {
 			TLSClientConfig: &tls.Config{RootCAs: pool},
 		}},
 	}
-	defer client.http.CloseIdleConnections()
+	defer app.http.CloseIdleConnections()
 	start := time.Now()
 	quotaAt := opts.Requests / 3
 	appErrs := 0
@@ -233,7 +233,7 @@ func Run(ctx context.Context, opts Options) error {
 			vendors[0].SetDefault(fakevendor.Fault{Kind: fakevendor.Status, Status: 429, Class: fakevendor.ClassInsufficientQuota})
 		}
 		clk.advance(step)
-		if err := client.ask(ctx, i%3 == 0); err != nil && ctx.Err() == nil {
+		if err := app.ask(ctx, i%3 == 0); err != nil && ctx.Err() == nil {
 			appErrs++
 		}
 		// The app has a stream's last event before detour has written
