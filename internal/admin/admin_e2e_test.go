@@ -116,6 +116,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 // TestAdminAfterAFailover: a quota-exhausted primary falls over to the
 // backup, and /metrics and /status say so, without ever showing a key.
 func TestAdminAfterAFailover(t *testing.T) {
+	t.Parallel()
 	s := newSetup(t)
 	h := detourtest.Start(t, s.policy("v1", "primary", "backup"))
 	waitUntil(t, "readyz 200", func() bool { code, _ := get(t, h, "/readyz"); return code == 200 })
@@ -192,6 +193,7 @@ func TestAdminAfterAFailover(t *testing.T) {
 // broken reload appear in /policy/history; rolling back to the first hash
 // changes which upstream answers, and is recorded too.
 func TestAdminPolicyHistoryAndRollback(t *testing.T) {
+	t.Parallel()
 	s := newSetup(t)
 	h := detourtest.Start(t, s.policy("v1", "primary", "backup"))
 	if by := chat(t, h); by != "primary" {
@@ -290,6 +292,7 @@ func TestAdminPolicyHistoryAndRollback(t *testing.T) {
 // 503 while an in-flight request finishes, so that a readinessProbe takes
 // the pod out of rotation before it goes away.
 func TestShutdownIsNotReadyWhileDraining(t *testing.T) {
+	t.Parallel()
 	s := newSetup(t)
 	dir := t.TempDir()
 	policyPath := filepath.Join(dir, "policy.json")
@@ -377,6 +380,7 @@ func TestShutdownIsNotReadyWhileDraining(t *testing.T) {
 // TestStatusAndMetricsShowResilience: a dead primary opens its breaker; the
 // backup's limits, the cache and the route's tiers are all visible.
 func TestStatusAndMetricsShowResilience(t *testing.T) {
+	t.Parallel()
 	s := newSetup(t)
 	pol := fmt.Sprintf(`{
   "upstreams": {
