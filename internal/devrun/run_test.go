@@ -6,15 +6,14 @@ import (
 	"errors"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/detour-proxy/detour/internal/detourtest"
+	"github.com/detour-proxy/detour/internal/devrun/testdata/app/openaiapp"
 	"github.com/detour-proxy/detour/internal/fakevendor"
 	"github.com/detour-proxy/detour/rewrite"
 )
@@ -124,42 +123,31 @@ func runAsync(t *testing.T, opts Options) <-chan Result {
 	return done
 }
 
-var app struct {
-	once sync.Once
-	path string
-	err  error
-	out  []byte
-}
+// appEnv, set in a child's environment, makes this test binary run as the
+// unmodified openai-go app (package openaiapp) instead of running tests.
+// Re-executing the test binary, which is linked anyway, saves linking a
+// second openai-go program on every test run.
+const appEnv = "DETOUR_DEVRUN_TEST_AS_APP"
 
-// buildApp builds testdata/app, an unmodified openai-go program, once per
-// test binary. `go build` of an explicit testdata path works: testdata is
-// only left out of ./... patterns.
-func buildApp(t *testing.T) string {
+// appCommand returns the command that runs the unmodified openai-go app, and
+// the environment it needs on top of the test's own: the variable that
+// makes the re-executed test binary be the app, and a GORACE (under -race)
+// that skips the race runtime's one-second sleep at exit, which only
+// delays the app's end.
+func appCommand(t *testing.T) (string, []string) {
 	t.Helper()
-	app.once.Do(func() {
-		dir, err := os.MkdirTemp("", "detour-run-app-")
-		if err != nil {
-			app.err = err
-			return
-		}
-		app.path = filepath.Join(dir, "app")
-		// Without a symbol table or DWARF: nothing debugs the app, and
-		// its link is about a third cheaper.
-		cmd := exec.Command("go", "build", "-ldflags=-s -w", "-o", app.path, "./testdata/app")
-		app.out, app.err = cmd.CombinedOutput()
-	})
-	if app.err != nil {
-		t.Fatalf("go build ./testdata/app: %v\n%s", app.err, app.out)
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return app.path
+	return bin, []string{appEnv + "=1", "GORACE=" + strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0")}
 }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if app.path != "" {
-		os.RemoveAll(filepath.Dir(app.path))
+	if os.Getenv(appEnv) == "1" {
+		os.Exit(openaiapp.Main())
 	}
-	os.Exit(code)
+	os.Exit(m.Run())
 }
 
 // The proof with an unmodified Go program: openai-go with no configuration
@@ -167,12 +155,12 @@ func TestMain(m *testing.M) {
 // 503, the backup answers, and the program never notices.
 func TestOpenAIGoAppFailsOverUnmodified(t *testing.T) {
 	t.Parallel()
-	bin := buildApp(t)
+	bin, appVars := appCommand(t)
 	policyPath, primary, backup := vendors(t, fakevendor.Fault{Kind: fakevendor.Status, Status: 503})
 	res, stdout, stderr := run(t, Options{
 		Command:    []string{bin},
 		PolicyPath: policyPath,
-		Env:        baseEnv("OPENAI_API_KEY=sk-test-not-a-real-key"),
+		Env:        baseEnv(append(appVars, "OPENAI_API_KEY=sk-test-not-a-real-key")...),
 	})
 	t.Logf("detour run's stderr:\n%s", stderr.String())
 	if res.ExitCode != 0 {
@@ -243,14 +231,14 @@ func TestSignalIsPassedOnAndChildDecidesTheEnd(t *testing.T) {
 // finishes its LLM calls during shutdown gets them answered.
 func TestDetourServesUntilChildExits(t *testing.T) {
 	t.Parallel()
-	bin := buildApp(t)
+	bin, appVars := appCommand(t)
 	policyPath, _, _ := vendors(t, fakevendor.Fault{})
 	sigs := make(chan os.Signal, 1)
 	var stdout detourtest.SyncBuffer
 	done := runAsync(t, Options{
 		Command:    []string{"sh", "-c", `trap '"$APP"; exit $?' TERM; echo ready; while :; do sleep 0.05; done`},
 		PolicyPath: policyPath, Signals: sigs, Stdout: &stdout,
-		Env: baseEnv("OPENAI_API_KEY=sk-test", "APP="+bin),
+		Env: baseEnv(append(appVars, "OPENAI_API_KEY=sk-test", "APP="+bin)...),
 	})
 	waitFor(t, &stdout, "ready")
 	sigs <- syscall.SIGTERM
