@@ -5,7 +5,6 @@ package chain_test
 // what the fake vendor cannot send, and a log sink for the canonical line.
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -22,28 +21,15 @@ import (
 	"github.com/detour-proxy/detour/internal/chain"
 	"github.com/detour-proxy/detour/internal/detourtest"
 	fv "github.com/detour-proxy/detour/internal/fakevendor"
+	"github.com/detour-proxy/detour/internal/testsupport"
 	"github.com/detour-proxy/detour/rewrite"
 )
 
-// logSink is a log sink safe for concurrent writes.
-type logSink struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logSink) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// lines returns the canonical log lines as decoded JSON.
-func (l *logSink) lines(t *testing.T) []map[string]any {
+// logLines returns the canonical log lines written to logs, decoded as JSON.
+func logLines(t *testing.T, logs *testsupport.SyncBuffer) []map[string]any {
 	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	var out []map[string]any
-	for _, ln := range strings.Split(strings.TrimSpace(l.b.String()), "\n") {
+	for _, ln := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
 		if ln == "" {
 			continue
 		}
@@ -58,9 +44,9 @@ func (l *logSink) lines(t *testing.T) []map[string]any {
 
 // newLoggedRunner is newClockedRunner (clk may be nil: the real clock) with
 // the canonical log line kept.
-func newLoggedRunner(t *testing.T, host, policyJSON string, clk *clock) (*runner, *logSink) {
+func newLoggedRunner(t *testing.T, host, policyJSON string, clk *clock) (*runner, *testsupport.SyncBuffer) {
 	t.Helper()
-	logs := &logSink{}
+	logs := &testsupport.SyncBuffer{}
 	r := startRunner(t, host, policyJSON, func(cr *chain.Runner) {
 		cr.Log = zerolog.New(logs)
 		if clk != nil {
@@ -180,28 +166,16 @@ func waitFor(t *testing.T, what string, ch <-chan struct{}) {
 	}
 }
 
-// eventually reports whether cond holds within 10 s, checking it every
-// millisecond: a bounded poll, for state nothing announces (a fake vendor's
-// in-flight count).
+// eventually reports whether cond holds within 10 s: a bounded poll, for
+// state nothing announces (a fake vendor's in-flight count).
 func eventually(cond func() bool) bool {
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		<-tick.C
-	}
-	return true
+	return testsupport.Poll(10*time.Second, cond)
 }
 
 // waitUntil is eventually that fails the test when cond never holds.
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	if !eventually(cond) {
-		t.Fatalf("timed out waiting for %s", what)
-	}
+	testsupport.Eventually(t, 10*time.Second, what, cond)
 }
 
 // newMemRunner is startRunner without a listener: requests go to the chain

@@ -25,6 +25,7 @@ import (
 	"github.com/detour-proxy/detour/internal/detourtest"
 	fv "github.com/detour-proxy/detour/internal/fakevendor"
 	"github.com/detour-proxy/detour/internal/health"
+	"github.com/detour-proxy/detour/internal/testsupport"
 	"github.com/detour-proxy/detour/policy"
 	"github.com/detour-proxy/detour/rewrite"
 )
@@ -690,7 +691,7 @@ func TestHedgedFirstLaneThatCommitsFirstWins(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				vs := newMemVendors("a", "b")
 				a, b := vs["a"], vs["b"]
-				logs := &logSink{}
+				logs := &testsupport.SyncBuffer{}
 				r := newMemVendorRunner(t, vs, openaiPolicy([]string{memUpstream("a", ""), memUpstream("b", "")}, `["a","b"]`, `, "hedge_after": "50ms"`),
 					func(cr *chain.Runner) { cr.Log = zerolog.New(logs) })
 				a.Script(fv.Fault{Kind: fv.SlowFirstByte, Delay: 250 * time.Millisecond})
@@ -716,7 +717,7 @@ func TestHedgedFirstLaneThatCommitsFirstWins(t *testing.T) {
 					t.Errorf("attempts %q (b hedge %v); want a ok, b hedge_lost as a hedge", trail(rec), got["b"].Hedge)
 				}
 				waitIdle(t, b, "the losing hedge is still in flight")
-				ls := logs.lines(t)
+				ls := logLines(t, logs)
 				line := fmt.Sprint(ls[len(ls)-1]["attempts"])
 				if !strings.Contains(line, "hedge_lost") || !strings.Contains(line, "hedge:true") {
 					t.Errorf("log attempts %s; want hedge_lost and hedge:true", line)
@@ -996,7 +997,7 @@ func TestTiersFromCodeBlocksAndFilesPickTheChain(t *testing.T) {
 		if !strings.Contains(strings.ToLower(strings.Join(rec.Reasons, " ")), c.reason) {
 			t.Errorf("%s: reasons %q; want %q", c.name, rec.Reasons, c.reason)
 		}
-		ls := logs.lines(t)
+		ls := logLines(t, logs)
 		last := ls[len(ls)-1]
 		if last["tier"] != c.want || !strings.Contains(strings.ToLower(fmt.Sprint(last["reasons"])), c.reason) {
 			t.Errorf("%s: log tier %v reasons %v", c.name, last["tier"], last["reasons"])
@@ -1101,7 +1102,7 @@ func TestQuotaCooldownLastsAsTheBodySays(t *testing.T) {
 				t.Errorf("reason %q; want the end time in it", at.Reason)
 			}
 			// The log line carries the end time.
-			ls := logs.lines(t)
+			ls := logLines(t, logs)
 			if len(ls) == 0 || !strings.Contains(fmt.Sprint(ls[len(ls)-1]["attempts"]), "cooldown until "+want) {
 				t.Errorf("log line %v; want cooldown until %s", ls, want)
 			}
