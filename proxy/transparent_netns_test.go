@@ -467,18 +467,17 @@ func curlIn(ns string, uid int, args ...string) (string, error) {
 // of a splice is written when the connection ends, after curl has exited.
 func waitLogLines(t *testing.T, log *detourtest.SyncBuffer, n int) []map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	parse := func(text string) []map[string]any {
 		var lines []map[string]any
-		for _, s := range strings.Split(log.String(), "\n") {
+		for _, s := range strings.Split(text, "\n") {
 			var m map[string]any
 			if json.Unmarshal([]byte(s), &m) == nil && m["message"] == "request" {
 				lines = append(lines, m)
 			}
 		}
-		if len(lines) >= n || time.Now().After(deadline) {
-			return lines
-		}
-		time.Sleep(20 * time.Millisecond)
+		return lines
 	}
+	// Wait wakes on every write to the log: no polling interval.
+	log.Wait(15*time.Second, func(text string) bool { return len(parse(text)) >= n })
+	return parse(log.String())
 }
