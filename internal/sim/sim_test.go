@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -29,28 +30,33 @@ func TestChainCellsMatchTheoryAndNeverForwardInvalidRequests(t *testing.T) {
 		p float64
 		k int
 	}{{0.2, 2}, {0.5, 3}, {0.3, 1}} {
-		c, err := runChainCell(context.Background(), opts, tc.p, tc.k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if c.invalid == 0 {
-			t.Fatalf("p=%g k=%d: no invalid requests were mixed in", tc.p, tc.k)
-		}
-		if c.forwarded != 0 {
-			t.Errorf("p=%g k=%d: %d of %d invalid requests were sent to a second upstream; want 0", tc.p, tc.k, c.forwarded, c.invalid)
-		}
-		if c.refused != c.invalid {
-			t.Errorf("p=%g k=%d: %d of %d invalid requests reached the app as 400; want all", tc.p, tc.k, c.refused, c.invalid)
-		}
-		if c.valid+c.invalid != opts.Requests {
-			t.Errorf("p=%g k=%d: %d valid + %d invalid; want %d requests", tc.p, tc.k, c.valid, c.invalid, opts.Requests)
-		}
-		// Four standard errors: a correct chain fails this about once in
-		// 15,000 seeds; a chain that loses or adds an upstream's worth of
-		// success is off by far more.
-		if z := c.z(); math.Abs(z) > 4 {
-			t.Errorf("p=%g k=%d: success %.4f, theory %.4f (z = %.2f); want within 4 standard errors", tc.p, tc.k, c.measured(), c.theory(), z)
-		}
+		// Each cell has its own runner, fakes and virtual clock, so the
+		// cells run side by side.
+		t.Run(fmt.Sprintf("p=%g,k=%d", tc.p, tc.k), func(t *testing.T) {
+			t.Parallel()
+			c, err := runChainCell(context.Background(), opts, tc.p, tc.k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.invalid == 0 {
+				t.Fatalf("p=%g k=%d: no invalid requests were mixed in", tc.p, tc.k)
+			}
+			if c.forwarded != 0 {
+				t.Errorf("p=%g k=%d: %d of %d invalid requests were sent to a second upstream; want 0", tc.p, tc.k, c.forwarded, c.invalid)
+			}
+			if c.refused != c.invalid {
+				t.Errorf("p=%g k=%d: %d of %d invalid requests reached the app as 400; want all", tc.p, tc.k, c.refused, c.invalid)
+			}
+			if c.valid+c.invalid != opts.Requests {
+				t.Errorf("p=%g k=%d: %d valid + %d invalid; want %d requests", tc.p, tc.k, c.valid, c.invalid, opts.Requests)
+			}
+			// Four standard errors: a correct chain fails this about once in
+			// 15,000 seeds; a chain that loses or adds an upstream's worth of
+			// success is off by far more.
+			if z := c.z(); math.Abs(z) > 4 {
+				t.Errorf("p=%g k=%d: success %.4f, theory %.4f (z = %.2f); want within 4 standard errors", tc.p, tc.k, c.measured(), c.theory(), z)
+			}
+		})
 	}
 }
 
@@ -143,25 +149,29 @@ func TestBreakerCutsCallsToDeadUpstream(t *testing.T) {
 	opts := small()
 	opts.BreakerRun = 2 * time.Minute
 	for _, dead := range []string{dead503, deadRefused} {
-		off, err := runBreakerRow(context.Background(), opts, dead, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		on, err := runBreakerRow(context.Background(), opts, dead, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if off.total() != off.requests {
-			t.Errorf("%s, breaker off: %d calls reached the dead upstream; want one per request, %d", dead, off.total(), off.requests)
-		}
-		if on.total() >= off.total() {
-			t.Errorf("%s: %d calls reached the dead upstream with the breaker on, %d with it off; want fewer", dead, on.total(), off.total())
-		}
-		for _, r := range []breakerRow{off, on} {
-			if r.answered != r.requests {
-				t.Errorf("%s, breaker %t: %d of %d requests answered; want all (the backup is fine)", dead, r.breaker, r.answered, r.requests)
+		// Each row has its own runner, fakes and virtual clock.
+		t.Run(dead, func(t *testing.T) {
+			t.Parallel()
+			off, err := runBreakerRow(context.Background(), opts, dead, false)
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
+			on, err := runBreakerRow(context.Background(), opts, dead, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if off.total() != off.requests {
+				t.Errorf("%s, breaker off: %d calls reached the dead upstream; want one per request, %d", dead, off.total(), off.requests)
+			}
+			if on.total() >= off.total() {
+				t.Errorf("%s: %d calls reached the dead upstream with the breaker on, %d with it off; want fewer", dead, on.total(), off.total())
+			}
+			for _, r := range []breakerRow{off, on} {
+				if r.answered != r.requests {
+					t.Errorf("%s, breaker %t: %d of %d requests answered; want all (the backup is fine)", dead, r.breaker, r.answered, r.requests)
+				}
+			}
+		})
 	}
 }
 
