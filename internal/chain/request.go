@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/detour-proxy/detour/policy"
@@ -27,10 +29,14 @@ func (s *session) buildRequest(ctx context.Context, u *policy.Upstream, model st
 	target := *u.BaseURL
 	target.Path = u.BaseURL.Path + rel
 	target.RawPath = ""
-	q := s.req.URL.Query()
-	clientQueryKey := q.Get("key")
-	q.Del("key")
-	target.RawQuery = q.Encode()
+	target.RawQuery = ""
+	var clientQueryKey string
+	if s.req.URL.RawQuery != "" {
+		q := s.req.URL.Query()
+		clientQueryKey = q.Get("key")
+		q.Del("key")
+		target.RawQuery = q.Encode()
+	}
 
 	body := s.body
 	if model != s.model && u.Shape != rewrite.Gemini {
@@ -84,13 +90,42 @@ func (s *session) buildRequest(ctx context.Context, u *policy.Upstream, model st
 		h.Set("Anthropic-Version", "2023-06-01")
 	}
 
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target.String(), bytes.NewReader(body))
+	return newUpstreamRequest(ctx, &target, h, body)
+}
+
+// newUpstreamRequest is http.NewRequestWithContext for a URL already in
+// parts: it spares the String and Parse round trip, which costs several
+// allocations per attempt. target must not be shared.
+func newUpstreamRequest(ctx context.Context, target *url.URL, h http.Header, body []byte) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://upstream/", bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
+	if target.Path != "" && target.Path[0] != '/' {
+		// What String would have done for a URL with a host.
+		target.Path = "/" + target.Path
+	}
+	// As NewRequest does: "host:" is "host".
+	target.Host = strings.TrimSuffix(target.Host, ":")
+	req.URL = target
+	req.Host = target.Host
 	req.Header = h
 	req.ContentLength = int64(len(body))
 	return req, nil
+}
+
+// readAnswer reads a whole non-streaming answer, up to maxResponseBody.
+// With a known length it reads into a buffer of that size (plus the room
+// bytes.Buffer.ReadFrom wants to see EOF) instead of growing one; the
+// transport already stops such a body at its length.
+func readAnswer(r io.Reader, n int64) ([]byte, error) {
+	if n < 0 || n > maxResponseBody {
+		return io.ReadAll(io.LimitReader(r, maxResponseBody))
+	}
+	var buf bytes.Buffer
+	buf.Grow(int(n) + bytes.MinRead)
+	_, err := buf.ReadFrom(r)
+	return buf.Bytes(), err
 }
 
 // copyClientCredential puts back the app's own credential for an upstream of
