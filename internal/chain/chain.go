@@ -562,8 +562,28 @@ var hopHeaders = []string{
 }
 
 func copyResponseHeaders(dst, src http.Header) {
+	// One backing array for every kept value, as Header.Clone does: a
+	// slice per header would be an allocation per header per answer. Each
+	// slice is capped at its length, so an Add on dst cannot write into
+	// its neighbour.
+	n := 0
 	for k, vs := range src {
-		dst[k] = append([]string(nil), vs...)
+		if !droppedResponseHeaders[k] {
+			n += len(vs)
+		}
+	}
+	all := make([]string, n)
+	for k, vs := range src {
+		if droppedResponseHeaders[k] {
+			continue
+		}
+		if len(vs) == 0 {
+			dst[k] = nil
+			continue
+		}
+		m := copy(all, vs)
+		dst[k] = all[:m:m]
+		all = all[m:]
 	}
 	for _, c := range src.Values("Connection") {
 		for _, f := range strings.Split(c, ",") {

@@ -47,36 +47,9 @@ func (s *session) buildRequest(ctx context.Context, u *policy.Upstream, model st
 		body = b
 	}
 
-	h := s.req.Header.Clone()
-	for _, c := range h.Values("Connection") {
-		for _, f := range strings.Split(c, ",") {
-			h.Del(strings.TrimSpace(f))
-		}
-	}
-	for _, k := range hopHeaders {
-		h.Del(k)
-	}
-	for _, k := range policy.CredentialHeaders() {
-		h.Del(k)
-	}
 	// The app's identity (org, project, cookie) goes back only with the
-	// app's own key: see identityHeaders.
-	for _, k := range identityHeaders {
-		h.Del(k)
-	}
-	// The body is already buffered; waiting for "100 Continue" would only
-	// add up to a second per attempt.
-	h.Del("Expect")
-	for k := range h {
-		if strings.HasPrefix(k, "X-Detour-") {
-			h.Del(k)
-		}
-	}
-	// Let the transport negotiate gzip and decode it: detour must read
-	// error bodies and stream events.
-	h.Del("Accept-Encoding")
-	h.Del("Content-Length")
-	h.Del("Host")
+	// app's own key: see identityHeaders and copyClientCredential.
+	h := upstreamHeader(s.req.Header, len(u.Headers)+2)
 	for k, vs := range u.Headers {
 		h[k] = append([]string(nil), vs...)
 	}
