@@ -2,7 +2,9 @@ package chain
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/detour-proxy/detour/policy"
 )
@@ -78,4 +80,57 @@ func upstreamHeader(src http.Header, extra int) http.Header {
 
 func dropRequestHeader(k string) bool {
 	return droppedRequestHeaders[k] || strings.HasPrefix(k, "X-Detour-")
+}
+
+// Header values detour sets on every answer, built once: a Header.Set
+// allocates a one-element slice per call. The slices are shared between
+// answers, so each has capacity 1 (an Add elsewhere reallocates rather
+// than write into it) and nothing in detour writes into a header's values
+// in place.
+var (
+	noneValue      = []string{"none"}
+	attemptsValues = func() (v [16][]string) {
+		for i := range v {
+			v[i] = []string{strconv.Itoa(i)}
+		}
+		return v
+	}()
+	// answeredByValues holds one value per upstream name seen, up to
+	// maxAnsweredByValues names (a policy that keeps renaming its
+	// upstreams across reloads only stops being cached).
+	answeredByValues struct {
+		sync.RWMutex
+		m map[string][]string
+	}
+)
+
+const maxAnsweredByValues = 1024
+
+func attemptsValue(n int) []string {
+	if n >= 0 && n < len(attemptsValues) {
+		return attemptsValues[n]
+	}
+	return []string{strconv.Itoa(n)}
+}
+
+func answeredByValue(name string) []string {
+	if name == "" {
+		return noneValue
+	}
+	answeredByValues.RLock()
+	v, ok := answeredByValues.m[name]
+	answeredByValues.RUnlock()
+	if ok {
+		return v
+	}
+	v = []string{name}
+	answeredByValues.Lock()
+	if answeredByValues.m == nil {
+		answeredByValues.m = map[string][]string{}
+	}
+	if len(answeredByValues.m) < maxAnsweredByValues {
+		answeredByValues.m[name] = v
+	}
+	answeredByValues.Unlock()
+	return v
 }
