@@ -18,7 +18,8 @@ import (
 // streamAnswer reads an upstream stream up to its commit point — the first
 // event that carries content — holding back the events before it, so that an
 // early in-stream error still falls over. After the commit point every event
-// is written and flushed as it arrives.
+// is written as it arrives, and flushed unless the next one has already
+// arrived with it (pump).
 func (a *attempt) streamAnswer(resp *http.Response) step {
 	s, u, conv := a.s, a.u, a.conv
 	rd := sse.NewReader(&a.body)
