@@ -88,17 +88,29 @@ func newUpstreamRequest(ctx context.Context, target *url.URL, h http.Header, bod
 }
 
 // readAnswer reads a whole non-streaming answer, up to maxResponseBody.
-// With a known length it reads into a buffer of that size (plus the room
-// bytes.Buffer.ReadFrom wants to see EOF) instead of growing one; the
-// transport already stops such a body at its length.
+// With a known length it reads in place into one buffer of that size (plus
+// room to see EOF) instead of growing one. The bound is kept by the loop
+// itself, not by trusting the declared length: a transport that delivers
+// more than it declared still stops at maxResponseBody.
 func readAnswer(r io.Reader, n int64) ([]byte, error) {
 	if n < 0 || n > maxResponseBody {
 		return io.ReadAll(io.LimitReader(r, maxResponseBody))
 	}
-	var buf bytes.Buffer
-	buf.Grow(int(n) + bytes.MinRead)
-	_, err := buf.ReadFrom(r)
-	return buf.Bytes(), err
+	b := make([]byte, 0, int(n)+bytes.MinRead)
+	for len(b) < maxResponseBody {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // more than declared: grow
+		}
+		m, err := r.Read(b[len(b):min(cap(b), maxResponseBody)])
+		b = b[:len(b)+m]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
+	return b, nil
 }
 
 // copyClientCredential puts back the app's own credential for an upstream of
