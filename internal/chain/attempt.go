@@ -285,7 +285,7 @@ func (a *attempt) run() step {
 		return a.streamAnswer(resp)
 	}
 
-	full, err := io.ReadAll(io.LimitReader(&a.body, maxResponseBody))
+	full, err := readAnswer(&a.body, resp.ContentLength)
 	if err != nil {
 		if st, over := a.interrupted(resp.StatusCode, "while reading the answer"); over {
 			return st

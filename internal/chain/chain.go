@@ -256,7 +256,10 @@ func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 func newID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	// Encoded on the stack: one allocation (the string), not two.
+	var x [16]byte
+	hex.Encode(x[:], b[:])
+	return string(x[:])
 }
 
 // session is one app request on its way through a chain.
@@ -450,14 +453,13 @@ func (s *session) writeAppError(status int, class policy.Class, msg string, retr
 
 func (s *session) setDetourHeaders(answeredBy string) {
 	h := s.w.Header()
-	if answeredBy == "" {
-		answeredBy = "none"
-	}
-	h.Set(HeaderAnsweredBy, answeredBy)
+	// Assigned rather than Set: the values are shared, built once (the
+	// names are already canonical).
+	h[HeaderAnsweredBy] = answeredByValue(answeredBy)
 	s.mu.Lock()
 	n := s.rec.sentAttempts()
 	s.mu.Unlock()
-	h.Set(HeaderAttempts, strconv.Itoa(n))
+	h[HeaderAttempts] = attemptsValue(n)
 }
 
 // writeExhausted answers when no upstream answered: an error in the app's
@@ -562,8 +564,28 @@ var hopHeaders = []string{
 }
 
 func copyResponseHeaders(dst, src http.Header) {
+	// One backing array for every kept value, as Header.Clone does: a
+	// slice per header would be an allocation per header per answer. Each
+	// slice is capped at its length, so an Add on dst cannot write into
+	// its neighbour.
+	n := 0
 	for k, vs := range src {
-		dst[k] = append([]string(nil), vs...)
+		if !droppedResponseHeaders[k] {
+			n += len(vs)
+		}
+	}
+	all := make([]string, n)
+	for k, vs := range src {
+		if droppedResponseHeaders[k] {
+			continue
+		}
+		if len(vs) == 0 {
+			dst[k] = nil
+			continue
+		}
+		m := copy(all, vs)
+		dst[k] = all[:m:m]
+		all = all[m:]
 	}
 	for _, c := range src.Values("Connection") {
 		for _, f := range strings.Split(c, ",") {

@@ -1,7 +1,6 @@
 package chain
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net/http"
@@ -142,11 +141,5 @@ func (s *session) buildTranslated(ctx context.Context, u *policy.Upstream, c *co
 	if u.Shape == rewrite.Anthropic && h.Get("Anthropic-Version") == "" {
 		h.Set("Anthropic-Version", "2023-06-01")
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target.String(), bytes.NewReader(c.up.Body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header = h
-	req.ContentLength = int64(len(c.up.Body))
-	return req, nil
+	return newUpstreamRequest(ctx, &target, h, c.up.Body)
 }

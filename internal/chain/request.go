@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/detour-proxy/detour/policy"
@@ -27,10 +29,14 @@ func (s *session) buildRequest(ctx context.Context, u *policy.Upstream, model st
 	target := *u.BaseURL
 	target.Path = u.BaseURL.Path + rel
 	target.RawPath = ""
-	q := s.req.URL.Query()
-	clientQueryKey := q.Get("key")
-	q.Del("key")
-	target.RawQuery = q.Encode()
+	target.RawQuery = ""
+	var clientQueryKey string
+	if s.req.URL.RawQuery != "" {
+		q := s.req.URL.Query()
+		clientQueryKey = q.Get("key")
+		q.Del("key")
+		target.RawQuery = q.Encode()
+	}
 
 	body := s.body
 	if model != s.model && u.Shape != rewrite.Gemini {
@@ -41,36 +47,9 @@ func (s *session) buildRequest(ctx context.Context, u *policy.Upstream, model st
 		body = b
 	}
 
-	h := s.req.Header.Clone()
-	for _, c := range h.Values("Connection") {
-		for _, f := range strings.Split(c, ",") {
-			h.Del(strings.TrimSpace(f))
-		}
-	}
-	for _, k := range hopHeaders {
-		h.Del(k)
-	}
-	for _, k := range policy.CredentialHeaders() {
-		h.Del(k)
-	}
 	// The app's identity (org, project, cookie) goes back only with the
-	// app's own key: see identityHeaders.
-	for _, k := range identityHeaders {
-		h.Del(k)
-	}
-	// The body is already buffered; waiting for "100 Continue" would only
-	// add up to a second per attempt.
-	h.Del("Expect")
-	for k := range h {
-		if strings.HasPrefix(k, "X-Detour-") {
-			h.Del(k)
-		}
-	}
-	// Let the transport negotiate gzip and decode it: detour must read
-	// error bodies and stream events.
-	h.Del("Accept-Encoding")
-	h.Del("Content-Length")
-	h.Del("Host")
+	// app's own key: see identityHeaders and copyClientCredential.
+	h := upstreamHeader(s.req.Header, len(u.Headers)+2)
 	for k, vs := range u.Headers {
 		h[k] = append([]string(nil), vs...)
 	}
@@ -84,13 +63,54 @@ func (s *session) buildRequest(ctx context.Context, u *policy.Upstream, model st
 		h.Set("Anthropic-Version", "2023-06-01")
 	}
 
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target.String(), bytes.NewReader(body))
+	return newUpstreamRequest(ctx, &target, h, body)
+}
+
+// newUpstreamRequest is http.NewRequestWithContext for a URL already in
+// parts: it spares the String and Parse round trip, which costs several
+// allocations per attempt. target must not be shared.
+func newUpstreamRequest(ctx context.Context, target *url.URL, h http.Header, body []byte) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://upstream/", bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
+	if target.Path != "" && target.Path[0] != '/' {
+		// What String would have done for a URL with a host.
+		target.Path = "/" + target.Path
+	}
+	// As NewRequest does: "host:" is "host".
+	target.Host = strings.TrimSuffix(target.Host, ":")
+	req.URL = target
+	req.Host = target.Host
 	req.Header = h
 	req.ContentLength = int64(len(body))
 	return req, nil
+}
+
+// readAnswer reads a whole non-streaming answer, up to maxResponseBody.
+// With a known length it reads in place into one buffer of that size (plus
+// room to see EOF) instead of growing one. The bound is kept by the loop
+// itself, not by trusting the declared length: a transport that delivers
+// more than it declared still stops at maxResponseBody.
+func readAnswer(r io.Reader, n int64) ([]byte, error) {
+	if n < 0 || n > maxResponseBody {
+		return io.ReadAll(io.LimitReader(r, maxResponseBody))
+	}
+	b := make([]byte, 0, int(n)+bytes.MinRead)
+	for len(b) < maxResponseBody {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // more than declared: grow
+		}
+		m, err := r.Read(b[len(b):min(cap(b), maxResponseBody)])
+		b = b[:len(b)+m]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
+	return b, nil
 }
 
 // copyClientCredential puts back the app's own credential for an upstream of

@@ -18,7 +18,8 @@ import (
 // streamAnswer reads an upstream stream up to its commit point — the first
 // event that carries content — holding back the events before it, so that an
 // early in-stream error still falls over. After the commit point every event
-// is written and flushed as it arrives.
+// is written as it arrives, and flushed unless the next one has already
+// arrived with it (pump).
 func (a *attempt) streamAnswer(resp *http.Response) step {
 	s, u, conv := a.s, a.u, a.conv
 	rd := sse.NewReader(&a.body)
@@ -110,7 +111,11 @@ func (a *attempt) pump(rd *sse.Reader, first []byte, ended bool) {
 	// a bound); a cut one never is.
 	var kept []byte
 	keep := s.cacheable
-	write := func(b []byte) bool {
+	// unflushed: written but not yet flushed because the next whole event
+	// was already buffered. Events that arrived together leave together,
+	// which saves a syscall (and a chunk) per event on a fast upstream.
+	unflushed := false
+	put := func(b []byte) bool {
 		if _, err := s.w.Write(b); err != nil {
 			return false
 		}
@@ -121,14 +126,36 @@ func (a *attempt) pump(rd *sse.Reader, first []byte, ended bool) {
 				kept = append(kept, b...)
 			}
 		}
+		return true
+	}
+	write := func(b []byte) bool {
+		if !put(b) {
+			return false
+		}
+		if rd.EventBuffered() {
+			unflushed = true
+			return true
+		}
+		unflushed = false
 		return rc.Flush() == nil
 	}
 	defer func() { s.rec.Usage = a.usage.u }()
-	if !write(first) {
+	// The first content is flushed at once, whatever follows it: it is
+	// what the app's time to first token measures.
+	if !put(first) || rc.Flush() != nil {
 		a.clientGoneAfterCommit()
 		return
 	}
 	for {
+		if unflushed && !rd.EventBuffered() {
+			// What was held back must not wait behind a read that may
+			// block (the events since then wrote nothing).
+			unflushed = false
+			if rc.Flush() != nil && !ended {
+				a.clientGoneAfterCommit()
+				return
+			}
+		}
 		ev, err := rd.Next()
 		if err != nil {
 			if ended {
