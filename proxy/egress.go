@@ -137,6 +137,13 @@ func newID() string {
 // between the check and the dial (rebinding) through. A refused address is
 // never connected to; a name with several addresses goes on to the next.
 func (s *Server) dialEgress(ctx context.Context, pol *policy.Compiled, rec *egressRecord, network, addr string) (net.Conn, error) {
+	return s.dialOut(ctx, pol, rec, network, addr, pol.Egress.Refusal)
+}
+
+// dialOut dials addr for the app. judge, when not nil, is the egress
+// policy's say on the address dialled; detour's own listeners are refused
+// whatever it says, so that nothing the app sends can loop back into detour.
+func (s *Server) dialOut(ctx context.Context, pol *policy.Compiled, rec *egressRecord, network, addr string, judge func(netip.Addr) string) (net.Conn, error) {
 	d := &net.Dialer{KeepAlive: 30 * time.Second, Control: func(_, address string, rc syscall.RawConn) error {
 		ap, err := netip.ParseAddrPort(address)
 		if err != nil {
@@ -147,8 +154,10 @@ func (s *Server) dialEgress(ctx context.Context, pol *policy.Compiled, rec *egre
 		if s.guard.owns(ap) {
 			return &egressRefused{addr: addr, reason: netip.AddrPortFrom(ip, ap.Port()).String() + " is detour's own listener (always refused)"}
 		}
-		if reason := pol.Egress.Refusal(ip); reason != "" {
-			return &egressRefused{addr: addr, reason: reason}
+		if judge != nil {
+			if reason := judge(ip); reason != "" {
+				return &egressRefused{addr: addr, reason: reason}
+			}
 		}
 		return markSocket(rc, pol.Transparent.Mark)
 	}}

@@ -135,15 +135,17 @@ func (s *Server) splice(ctx context.Context, c net.Conn, pol *policy.Compiled, p
 	rec := newEgressRecord(ModeTransparent, p.Method, net.JoinHostPort(host, strconv.Itoa(int(dst.Port()))))
 	defer rec.log(s.log)
 	defer c.Close()
-	if reason := pol.HostRefusal(host); reason != "" {
-		s.refuseSplice(c, rec, p, &egressRefused{addr: rec.host + ":" + rec.port, reason: reason})
-		return
-	}
 	dctx, cancel := context.WithTimeout(ctx, TunnelDialTimeout)
 	// The address, not the name: the app chose it, and a name in a server
 	// name or a Host header is the app's word, which DNS may answer with
-	// another address.
-	target, err := s.dialEgress(dctx, pol, rec, "tcp", dst.String())
+	// another address. The egress policy does not judge it: egress is about
+	// what an app asks a proxy for, and this app asked for nothing; it
+	// dialled an address it could reach without detour, and refusing it
+	// would only break the app's other traffic (with egress.tunnel "deny",
+	// every HTTPS call to a host no route names). The redirect rules already
+	// leave loopback and link-local addresses, the metadata service among
+	// them, out. Only detour's own listeners stay refused.
+	target, err := s.dialOut(dctx, pol, rec, "tcp", dst.String(), nil)
 	cancel()
 	if err != nil {
 		s.refuseSplice(c, rec, p, err)

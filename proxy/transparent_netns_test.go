@@ -160,6 +160,7 @@ func TestTransparentModeInANetworkNamespace(t *testing.T) {
   "admin_listen": "off",
   "ca": {"cert_file": "ca.pem", "key_file": "ca-key.pem"},
   "transparent": {"listen": "127.0.0.1:15001", "mark": %d},
+  "egress": {"tunnel": "deny"},
   "upstreams": {
     "primary": {"shape": "openai", "base_url": %q, "auth": {"from": "client"}, "ca_file": %q},
     "backup": {"shape": "openai", "base_url": %q, "auth": {"from": "client"}, "ca_file": %q}
