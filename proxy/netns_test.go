@@ -139,17 +139,24 @@ func TestAnotherPodCannotMisuseDetour(t *testing.T) {
 // name. Addresses come from 198.18.0.0/15, the range set aside for testing
 // network devices, with a per-process /30 so that parallel runs differ.
 func vethPair(t *testing.T) (podIP, ns string) {
-	t.Helper()
+	return namedVethPair(t, "detour-test", "dt", 18)
+}
+
+// namedVethPair is vethPair with its names and its /16 given: the
+// namespace is name-PID, the links prefix+"h"/"p"+PID, the addresses
+// 198.octet.x.y, so that tests and benchmarks never meet.
+func namedVethPair(tb testing.TB, name, prefix string, octet int) (hostIP, ns string) {
+	tb.Helper()
 	id := os.Getpid() % 16000
-	ns = fmt.Sprintf("detour-test-%d", id)
-	host, peer := fmt.Sprintf("dth%d", id), fmt.Sprintf("dtp%d", id)
-	a, b := 4*id/256, 4*id%256
-	podIP = fmt.Sprintf("198.%d.%d.%d", 18+a/256, a%256, b+1)
-	otherIP := fmt.Sprintf("198.%d.%d.%d", 18+a/256, a%256, b+2)
+	ns = fmt.Sprintf("%s-%d", name, id)
+	host, peer := fmt.Sprintf("%sh%d", prefix, id), fmt.Sprintf("%sp%d", prefix, id)
+	a, b := 4*id/256, 4*id%256 // a < 250: the /30 stays inside 198.octet.0.0/16
+	hostIP = fmt.Sprintf("198.%d.%d.%d", octet, a, b+1)
+	peerIP := fmt.Sprintf("198.%d.%d.%d", octet, a, b+2)
 	sh := func(args ...string) {
-		t.Helper()
+		tb.Helper()
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
+			tb.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	}
 	// A run that was killed leaves its namespace and link behind; a later
@@ -157,14 +164,14 @@ func vethPair(t *testing.T) (podIP, ns string) {
 	_ = exec.Command("ip", "netns", "del", ns).Run()
 	_ = exec.Command("ip", "link", "del", host).Run()
 	sh("netns", "add", ns)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
+	tb.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
 	sh("link", "add", host, "type", "veth", "peer", "name", peer)
-	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", host).Run() })
+	tb.Cleanup(func() { _ = exec.Command("ip", "link", "del", host).Run() })
 	sh("link", "set", peer, "netns", ns)
-	sh("addr", "add", podIP+"/30", "dev", host)
+	sh("addr", "add", hostIP+"/30", "dev", host)
 	sh("link", "set", host, "up")
-	sh("netns", "exec", ns, "ip", "addr", "add", otherIP+"/30", "dev", peer)
+	sh("netns", "exec", ns, "ip", "addr", "add", peerIP+"/30", "dev", peer)
 	sh("netns", "exec", ns, "ip", "link", "set", peer, "up")
 	sh("netns", "exec", ns, "ip", "link", "set", "lo", "up")
-	return podIP, ns
+	return hostIP, ns
 }

@@ -173,34 +173,9 @@ func measureLatency() {
 	_ = w.Flush()
 }
 
-// benchNamespace is vethPair for a benchmark: a namespace joined to this
-// one by a veth pair, with its own names so that it never meets the
-// tests' (addresses from 198.19.0.0/16, the upper half of the test range).
+// benchNamespace is vethPair for a benchmark, with its own names so that it
+// never meets the tests' (addresses from 198.19.0.0/16, the upper half of
+// the test range).
 func benchNamespace(tb testing.TB) (hostIP, ns string) {
-	tb.Helper()
-	id := os.Getpid() % 16000
-	ns = fmt.Sprintf("detour-bench-%d", id)
-	host, peer := fmt.Sprintf("dbh%d", id), fmt.Sprintf("dbp%d", id)
-	a, c := 4*id/256, 4*id%256
-	hostIP = fmt.Sprintf("198.19.%d.%d", a%256, c+1)
-	peerIP := fmt.Sprintf("198.19.%d.%d", a%256, c+2)
-	sh := func(args ...string) {
-		tb.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			tb.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
-	_ = exec.Command("ip", "netns", "del", ns).Run()
-	_ = exec.Command("ip", "link", "del", host).Run()
-	sh("netns", "add", ns)
-	tb.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
-	sh("link", "add", host, "type", "veth", "peer", "name", peer)
-	tb.Cleanup(func() { _ = exec.Command("ip", "link", "del", host).Run() })
-	sh("link", "set", peer, "netns", ns)
-	sh("addr", "add", hostIP+"/30", "dev", host)
-	sh("link", "set", host, "up")
-	sh("netns", "exec", ns, "ip", "addr", "add", peerIP+"/30", "dev", peer)
-	sh("netns", "exec", ns, "ip", "link", "set", peer, "up")
-	sh("netns", "exec", ns, "ip", "link", "set", "lo", "up")
-	return hostIP, ns
+	return namedVethPair(tb, "detour-bench", "db", 19)
 }
