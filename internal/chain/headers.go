@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/detour-proxy/detour/policy"
 )
@@ -95,13 +96,13 @@ var (
 		}
 		return v
 	}()
-	// answeredByValues holds one value per upstream name seen, up to
-	// maxAnsweredByValues names (a policy that keeps renaming its
-	// upstreams across reloads only stops being cached).
-	answeredByValues struct {
-		sync.RWMutex
-		m map[string][]string
-	}
+	// answeredByValues holds one value per upstream name seen ([]string by
+	// name), up to maxAnsweredByValues names (a policy that keeps renaming
+	// its upstreams across reloads only stops being cached). A sync.Map,
+	// not a mutex: every answer reads it and almost none writes, and its
+	// reads of a stable key share no lock word between cores.
+	answeredByValues sync.Map
+	answeredByCount  atomic.Int32
 )
 
 const maxAnsweredByValues = 1024
@@ -117,20 +118,15 @@ func answeredByValue(name string) []string {
 	if name == "" {
 		return noneValue
 	}
-	answeredByValues.RLock()
-	v, ok := answeredByValues.m[name]
-	answeredByValues.RUnlock()
-	if ok {
-		return v
+	if v, ok := answeredByValues.Load(name); ok {
+		return v.([]string)
 	}
-	v = []string{name}
-	answeredByValues.Lock()
-	if answeredByValues.m == nil {
-		answeredByValues.m = map[string][]string{}
+	v := []string{name}
+	if answeredByCount.Load() < maxAnsweredByValues {
+		if prev, loaded := answeredByValues.LoadOrStore(name, v); loaded {
+			return prev.([]string)
+		}
+		answeredByCount.Add(1)
 	}
-	if len(answeredByValues.m) < maxAnsweredByValues {
-		answeredByValues.m[name] = v
-	}
-	answeredByValues.Unlock()
 	return v
 }
