@@ -8,12 +8,13 @@ import (
 	"github.com/detour-proxy/detour/proxy"
 )
 
-// Serve runs `detour serve [--policy FILE]`. builtin is the embedded
+// Serve runs `detour serve [--policy FILE] [--transparent ADDR]`. builtin is the embedded
 // default policy.
 func Serve(builtin []byte) Command {
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-		fs := newFlags("serve", "detour serve [--policy FILE]", stderr)
+		fs := newFlags("serve", "detour serve [--policy FILE] [--transparent ADDR]", stderr)
 		policyPath := fs.String("policy", "", "policy file (default ./policy.json if it exists, else the built-in policy)")
+		transparent := transparentFlag(fs)
 		if help, err := parse(fs, args, stdout); help || err != nil {
 			return err
 		}
@@ -26,6 +27,6 @@ func Serve(builtin []byte) Command {
 				path = "policy.json"
 			}
 		}
-		return proxy.Serve(ctx, proxy.Options{PolicyPath: path, BuiltinPolicy: builtin, Stderr: stderr})
+		return transparent.serve(ctx, stderr, proxy.Options{PolicyPath: path, BuiltinPolicy: builtin, Stderr: stderr})
 	}
 }
