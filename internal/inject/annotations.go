@@ -104,6 +104,14 @@ func (c Config) resolve(pod *corev1.Pod) (settings, error) {
 			errs = append(errs, fmt.Errorf("annotation %s %q: want %q or %q", AnnotationMode, v, ModeNative, ModeContainer))
 		}
 	}
+	if v, ok := ann[AnnotationInterception]; ok {
+		switch v {
+		case InterceptionProxyEnv, InterceptionTransparent:
+			s.Interception = v
+		default:
+			errs = append(errs, fmt.Errorf("annotation %s %q: want %q or %q", AnnotationInterception, v, InterceptionProxyEnv, InterceptionTransparent))
+		}
+	}
 	for _, n := range []struct {
 		key string
 		to  *string

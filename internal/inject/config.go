@@ -91,6 +91,22 @@ type Config struct {
 	// 169.254.0.0/16, .svc, .cluster.local). Use
 	// it for another cluster domain or for in-cluster names without dots.
 	NoProxy []string `json:"noProxy,omitempty"`
+	// Interception is how the app containers' connections reach detour:
+	// InterceptionProxyEnv (proxy variables) or InterceptionTransparent (an
+	// init container's redirect rules; no proxy variables). Default
+	// InterceptionProxyEnv. Per pod: annotation detour.io/interception.
+	Interception string `json:"interception,omitempty"`
+	// TransparentPort is detour's transparent listener's port on the pod's
+	// loopback, where the redirect rules send connections (transparent
+	// interception). Default DefaultTransparentPort.
+	TransparentPort int32 `json:"transparentPort,omitempty"`
+	// TransparentUID is the uid detour runs as in transparent interception,
+	// whose connections the redirect rules let pass; no app container may
+	// run as it. Default DefaultTransparentUID.
+	TransparentUID int64 `json:"transparentUID,omitempty"`
+	// RedirectPorts are the TCP destination ports redirected to detour in
+	// transparent interception. Default DefaultRedirectPorts (443, 80).
+	RedirectPorts []int32 `json:"redirectPorts,omitempty"`
 }
 
 // DefaultResources are the detour container's resources when the config
@@ -156,6 +172,7 @@ func (c Config) Validate() error {
 	if d.ProxyPort == d.AdminPort {
 		errs = append(errs, fmt.Errorf("proxyPort and adminPort are both %d", d.ProxyPort))
 	}
+	errs = append(errs, d.validateInterception()...)
 	for _, n := range []struct{ field, name string }{
 		{"policyConfigMap", d.PolicyConfigMap}, {"caSecret", d.CASecret}, {"adminTokenSecret", d.AdminTokenSecret}, {"keysSecret", d.KeysSecret},
 	} {
@@ -213,6 +230,18 @@ func (c Config) withDefaults() Config {
 	if c.Resources == nil {
 		r := DefaultResources()
 		c.Resources = &r
+	}
+	if c.Interception == "" {
+		c.Interception = InterceptionProxyEnv
+	}
+	if c.TransparentPort == 0 {
+		c.TransparentPort = DefaultTransparentPort
+	}
+	if c.TransparentUID == 0 {
+		c.TransparentUID = DefaultTransparentUID
+	}
+	if len(c.RedirectPorts) == 0 {
+		c.RedirectPorts = DefaultRedirectPorts
 	}
 	return c
 }

@@ -14,6 +14,12 @@
 //     cases), SSL_CERT_FILE, REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE,
 //     NODE_EXTRA_CA_CERTS and NODE_USE_ENV_PROXY, never replacing a variable the
 //     pod already sets (NO_PROXY lists are merged);
+//   - or, with transparent interception (Config.Interception, annotation
+//     detour.io/interception), no proxy variable but the four CA bundle
+//     ones, and an init container, detour-redirect, that runs `detour
+//     redirect install` with NET_ADMIN and NET_RAW to send the pod's
+//     outbound connections to detour's transparent listener, sparing
+//     detour's own uid;
 //   - mounts the policy ConfigMap and the CA Secret (certificate and key) into
 //     detour only; the app containers get the bundle and never the key.
 //

@@ -47,20 +47,25 @@ func (s settings) appEnv(env []corev1.EnvVar) envChange {
 		}
 		return false
 	}
-	url := s.proxyURL()
-	for _, pair := range [][2]string{{"HTTPS_PROXY", "https_proxy"}, {"HTTP_PROXY", "http_proxy"}} {
-		if !has(pair[0], pair[1]) {
-			ch.add = append(ch.add, corev1.EnvVar{Name: pair[0], Value: url}, corev1.EnvVar{Name: pair[1], Value: url})
+	if !s.transparent() {
+		// Transparent interception sets no proxy variable: the kernel sends
+		// the connections to detour, and a proxy variable would only send
+		// the runtimes that honour it another way.
+		url := s.proxyURL()
+		for _, pair := range [][2]string{{"HTTPS_PROXY", "https_proxy"}, {"HTTP_PROXY", "http_proxy"}} {
+			if !has(pair[0], pair[1]) {
+				ch.add = append(ch.add, corev1.EnvVar{Name: pair[0], Value: url}, corev1.EnvVar{Name: pair[1], Value: url})
+			}
 		}
+		s.noProxy(env, index, &ch)
 	}
-	s.noProxy(env, index, &ch)
 	for _, name := range []string{"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS"} {
 		if !has(name) {
 			ch.add = append(ch.add, corev1.EnvVar{Name: name, Value: BundleFile})
 		}
 	}
 	// Node ≥ 22.21 / 24.5 honours HTTPS_PROXY only when told to.
-	if !has("NODE_USE_ENV_PROXY") {
+	if !s.transparent() && !has("NODE_USE_ENV_PROXY") {
 		ch.add = append(ch.add, corev1.EnvVar{Name: "NODE_USE_ENV_PROXY", Value: "1"})
 	}
 	return ch

@@ -63,7 +63,7 @@ func (c Config) Mutate(pod *corev1.Pod) (Decision, error) {
 	if err != nil {
 		return Decision{}, err
 	}
-	if err := s.checkClashes(pod); err != nil {
+	if err := errors.Join(s.checkClashes(pod), s.checkUIDClash(pod)); err != nil {
 		return Decision{}, err
 	}
 	return Decision{Patch: s.patch(pod), Reason: ReasonInjected}, nil
@@ -93,7 +93,7 @@ func (s settings) checkClashes(pod *corev1.Pod) error {
 	}
 	all := append(append([]corev1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...)
 	for _, c := range all {
-		if c.Name == TrustContainerName {
+		if c.Name == TrustContainerName || c.Name == RedirectContainerName {
 			errs = append(errs, fmt.Errorf("the pod already has a container named %q, which detour adds", c.Name))
 		}
 	}
@@ -131,6 +131,9 @@ func (s settings) patch(pod *corev1.Pod) []Operation {
 	}
 
 	inits := []corev1.Container{s.trustContainer()}
+	if s.transparent() {
+		inits = append(inits, s.redirectContainer())
+	}
 	if s.native {
 		inits = append(inits, s.sidecarContainer())
 	}

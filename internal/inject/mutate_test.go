@@ -98,6 +98,9 @@ func TestInjectReviews(t *testing.T) {
 		{"manual-sidecar", testConfig, false, false},
 		{"host-network", testConfig, false, false},
 		{"update", testConfig, false, false},
+		{"transparent", transparentConfig, true, true},
+		{"interception-annotation", testConfig, true, true},
+		{"interception-proxy-env", transparentConfig, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			body, req := readReview(t, tc.name)
@@ -308,9 +311,14 @@ func checkInjected(t *testing.T, cfg Config, before, after *corev1.Pod, native b
 	if d.Resources.Requests.Cpu().IsZero() || d.Resources.Requests.Memory().IsZero() || d.Resources.Limits.Memory().IsZero() {
 		t.Errorf("detour resources %+v; want cpu and memory requests and a memory limit", d.Resources)
 	}
-	if d.Image != s.Image || !slices.Equal(d.Args, []string{"serve", "--policy", PolicyFile}) {
+	wantArgs := []string{"serve", "--policy", PolicyFile}
+	if s.transparent() {
+		wantArgs = append(wantArgs, "--transparent", fmt.Sprintf("127.0.0.1:%d", s.TransparentPort))
+	}
+	if d.Image != s.Image || !slices.Equal(d.Args, wantArgs) {
 		t.Errorf("detour image %q args %q", d.Image, d.Args)
 	}
+	checkInterception(t, s, after, d)
 
 	vol := map[string]corev1.Volume{}
 	for _, v := range after.Spec.Volumes {
@@ -396,7 +404,19 @@ func checkInjected(t *testing.T, cfg Config, before, after *corev1.Pod, native b
 		userSet := func(names ...string) bool {
 			return slices.ContainsFunc(b.Env, func(e corev1.EnvVar) bool { return slices.Contains(names, e.Name) })
 		}
+		if s.transparent() {
+			// No proxy variable at all; the bundle's variables and mount
+			// are checked below as in proxy-env.
+			for _, n := range []string{"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy", "NODE_USE_ENV_PROXY"} {
+				if _, ok := envOf(a, n); ok && !userSet(n) {
+					t.Errorf("%s: transparent interception added %s", b.Name, n)
+				}
+			}
+		}
 		for _, pair := range [][]string{{"HTTPS_PROXY", "https_proxy"}, {"HTTP_PROXY", "http_proxy"}} {
+			if s.transparent() {
+				break
+			}
 			for _, n := range pair {
 				e, ok := envOf(a, n)
 				if userSet(pair...) {
@@ -409,6 +429,9 @@ func checkInjected(t *testing.T, cfg Config, before, after *corev1.Pod, native b
 			}
 		}
 		for _, n := range []string{"NO_PROXY", "no_proxy"} {
+			if s.transparent() {
+				break
+			}
 			e, _ := envOf(a, n)
 			for _, want := range append(append([]string(nil), builtinNoProxy...), s.NoProxy...) {
 				if !slices.Contains(strings.Split(e.Value, ","), want) {
@@ -421,7 +444,7 @@ func checkInjected(t *testing.T, cfg Config, before, after *corev1.Pod, native b
 				t.Errorf("%s: %s = %q; want %s", b.Name, n, e.Value, BundleFile)
 			}
 		}
-		if e, _ := envOf(a, "NODE_USE_ENV_PROXY"); e.Value != "1" {
+		if e, _ := envOf(a, "NODE_USE_ENV_PROXY"); e.Value != "1" && !s.transparent() {
 			t.Errorf("%s: NODE_USE_ENV_PROXY = %q; want 1", b.Name, e.Value)
 		}
 		if !slices.ContainsFunc(a.VolumeMounts, func(m corev1.VolumeMount) bool { return reflect.DeepEqual(m, appMount()) }) {

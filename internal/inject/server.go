@@ -100,6 +100,7 @@ func Serve(ctx context.Context, opts ServeOptions) error {
 	}
 	c := opts.Config.withDefaults()
 	opts.Log.Info().Str("listen", ln.Addr().String()).Str("image", c.Image).Bool("native_sidecars", *c.NativeSidecars).
+		Str("interception", c.Interception).
 		Str("policy_configmap", c.PolicyConfigMap).Str("ca_secret", c.CASecret).Msg("detour injector is listening")
 	if opts.Ready != nil {
 		opts.Ready(ln.Addr())

@@ -113,6 +113,13 @@ func (s settings) sidecarContainer() corev1.Container {
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		SecurityContext:          restrictedSecurityContext(),
 	}
+	if s.transparent() {
+		// The listener the redirect rules send to, whatever the policy's
+		// transparent section says; and the uid the rules exclude.
+		c.Args = append(c.Args, "--transparent", s.transparentAddr())
+		uid := s.TransparentUID
+		c.SecurityContext.RunAsUser, c.SecurityContext.RunAsGroup = &uid, &uid
+	}
 	if s.native {
 		always := corev1.ContainerRestartPolicyAlways
 		c.RestartPolicy = &always
