@@ -557,6 +557,33 @@ func chartCases(t *testing.T) []chartCase {
 			},
 		},
 		{
+			// Every transparent value away from its default, and the example
+			// built with the named templates: they and the webhook must
+			// inject the same detour-redirect, listener and uid.
+			name: "transparent interception, every value", native: true,
+			set: []string{"sidecar.interception=transparent", "sidecar.transparent.port=16001", "sidecar.transparent.uid=2000",
+				"sidecar.transparent.redirectPorts={443}", "example.enabled=true"},
+			check: func(t *testing.T, m *manifests, cfg Config) {
+				if cfg.Interception != InterceptionTransparent || cfg.TransparentPort != 16001 || cfg.TransparentUID != 2000 ||
+					!slices.Equal(cfg.RedirectPorts, []int32{443}) {
+					t.Errorf("config interception %q port %d uid %d ports %v", cfg.Interception, cfg.TransparentPort, cfg.TransparentUID, cfg.RedirectPorts)
+				}
+				checkTransparentExample(t, m, cfg, []string{"redirect", "install", "--to-port", "16001", "--ports", "443", "--exclude-uid", "2000"})
+			},
+		},
+		{
+			// The defaults are left out of the injector's config: the
+			// chart's and the webhook's defaults must be the same.
+			name: "transparent interception, defaults, regular container", kube: "1.28.0", native: false,
+			set: []string{"sidecar.interception=transparent", "example.enabled=true"},
+			check: func(t *testing.T, m *manifests, cfg Config) {
+				if cfg.Interception != InterceptionTransparent || cfg.TransparentPort != 0 || cfg.TransparentUID != 0 || cfg.RedirectPorts != nil {
+					t.Errorf("config %+v; want interception transparent and the rest left to the defaults", cfg)
+				}
+				checkTransparentExample(t, m, cfg, []string{"redirect", "install", "--to-port", "15001", "--ports", "443,80", "--exclude-uid", "65531"})
+			},
+		},
+		{
 			name: "example, native", native: true,
 			set: []string{"example.enabled=true", "example.image=docker.io/library/python:3.13-slim"},
 		},
@@ -910,6 +937,11 @@ func checkPodSpec(t *testing.T, name string, ps *corev1.PodSpec) {
 	podNonRoot := ps.SecurityContext != nil && ps.SecurityContext.RunAsNonRoot != nil && *ps.SecurityContext.RunAsNonRoot
 	for _, c := range append(append([]corev1.Container(nil), ps.InitContainers...), ps.Containers...) {
 		sc := c.SecurityContext
+		if c.Name == RedirectContainerName {
+			// Root with NET_ADMIN and NET_RAW by design: checked by
+			// checkInterception (checkTransparentExample).
+			continue
+		}
 		switch {
 		case sc == nil:
 			t.Errorf("%s/%s: no securityContext", name, c.Name)
@@ -1005,7 +1037,9 @@ func compareWithWebhook(t *testing.T, pod *corev1.Pod, cfg Config, app string) {
 	}
 	// The pod as its author wrote it, minus everything detour's templates added.
 	bare := pod.DeepCopy()
-	isOurs := func(c corev1.Container) bool { return c.Name == ContainerName || c.Name == TrustContainerName }
+	isOurs := func(c corev1.Container) bool {
+		return c.Name == ContainerName || c.Name == TrustContainerName || c.Name == RedirectContainerName
+	}
 	bare.Spec.InitContainers = slices.DeleteFunc(bare.Spec.InitContainers, isOurs)
 	bare.Spec.Containers = slices.DeleteFunc(bare.Spec.Containers, isOurs)
 	bare.Spec.Volumes = slices.DeleteFunc(bare.Spec.Volumes, func(v corev1.Volume) bool { return strings.HasPrefix(v.Name, "detour-") })
@@ -1070,6 +1104,12 @@ func TestChartFailsOnMistakes(t *testing.T) {
 		{"unknown value", []string{"--set", "injector.failurepolicy=Fail"}, "additional properties 'failurepolicy' not allowed"},
 		{"bad nativeSidecars", []string{"--set", "sidecar.nativeSidecars=maybe"}, "nativeSidecars"},
 		{"bad failurePolicy", []string{"--set", "injector.failurePolicy=Sometimes"}, "failurePolicy"},
+		{"bad interception", []string{"--set", "sidecar.interception=iptables"}, "/sidecar/interception"},
+		{"transparent port on the proxy port", []string{"--set", "sidecar.transparent.port=8787"}, "sidecar.transparent.port 8787 is also sidecar.proxyPort"},
+		{"transparent port redirected", []string{"--set", "sidecar.transparent.redirectPorts={443,15001}"}, "every connection to it would loop"},
+		{"transparent uid 0", []string{"--set", "sidecar.transparent.uid=0"}, "uid"},
+		{"policy with a socket mark", []string{"--set-file", "policy.json=" + writeFile(t, "mark.json",
+			`{"admin_listen": "0.0.0.0:8788", "transparent": {"mark": 487}}`)}, "transparent.mark needs CAP_NET_ADMIN"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -1274,7 +1314,7 @@ func TestChartNamedTemplateNamesMatchCode(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range []string{PolicyFile, policyDir, CADir, CACertDir, TrustDir, BundleFile, KeysDir, ConfigHome,
-		AdminTokenDir, volPolicy, volCA, volCACert, volTrust, volKeys, volAdmin, TrustContainerName} {
+		AdminTokenDir, volPolicy, volCA, volCACert, volTrust, volKeys, volAdmin, TrustContainerName, RedirectContainerName} {
 		if !bytes.Contains(tpl, []byte(s)) {
 			t.Errorf("_sidecar.tpl does not mention %q", s)
 		}
@@ -1369,6 +1409,9 @@ func TestChartNotes(t *testing.T) {
 			"The webhook is disabled", "named templates", "deployment/detour-example",
 		}},
 		{"fail closed", []string{"--set", "injector.failurePolicy=Fail"}, []string{`detour.io/inject: "true"`}},
+		{"transparent", []string{"--set", "sidecar.interception=transparent"}, []string{
+			"Interception is transparent", "detour-redirect", `"privileged"`, "127.0.0.1:15001", "UID 65531", "No proxy variable is set",
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -1380,6 +1423,9 @@ func TestChartNotes(t *testing.T) {
 			}
 			if tc.name == "fail closed" && strings.Contains(notes, "WITHOUT detour") {
 				t.Error("NOTES warn about failurePolicy Ignore with Fail")
+			}
+			if tc.name == "transparent" && strings.Contains(notes, "HTTPS_PROXY") {
+				t.Error("NOTES promise HTTPS_PROXY with transparent interception")
 			}
 		})
 	}

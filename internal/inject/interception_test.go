@@ -280,3 +280,46 @@ func TestInterceptionConfigErrors(t *testing.T) {
 		t.Errorf("a valid transparent config: %+v %v", c, err)
 	}
 }
+
+// checkTransparentExample checks the chart's example Deployment, written
+// with the named templates, for transparent interception: detour-redirect
+// with exactly wantArgs and its capabilities, detour on the port and uid
+// the rules name, and an app container with the bundle and no proxy
+// variable. (checkExample has compared it with the webhook's output.)
+func checkTransparentExample(t *testing.T, m *manifests, cfg Config, wantArgs []string) {
+	t.Helper()
+	d := m.deployment("detour-example")
+	if d == nil {
+		t.Fatal("no example Deployment")
+	}
+	pod := &corev1.Pod{ObjectMeta: d.Spec.Template.ObjectMeta, Spec: d.Spec.Template.Spec}
+	s, err := cfg.resolve(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	detour := findContainer(pod.Spec.InitContainers, ContainerName)
+	if detour == nil {
+		detour = findContainer(pod.Spec.Containers, ContainerName)
+	}
+	if detour == nil {
+		t.Fatal("no detour container in the example")
+	}
+	checkInterception(t, s, pod, detour)
+	if r := findContainer(pod.Spec.InitContainers, RedirectContainerName); r != nil && !slices.Equal(r.Args, wantArgs) {
+		t.Errorf("detour-redirect args %q; want %q", r.Args, wantArgs)
+	}
+	app := findContainer(pod.Spec.Containers, "app")
+	for _, e := range app.Env {
+		if strings.Contains(strings.ToLower(e.Name), "proxy") {
+			t.Errorf("app container sets %s with transparent interception", e.Name)
+		}
+	}
+	if e, ok := envOf(app, "SSL_CERT_FILE"); !ok || e.Value != BundleFile {
+		t.Errorf("app SSL_CERT_FILE %q; want %s", e.Value, BundleFile)
+	}
+	// The example's pod says runAsNonRoot: detour-redirect, root, must
+	// override it for itself, or the kubelet would refuse to start it.
+	if pod.Spec.SecurityContext == nil || pod.Spec.SecurityContext.RunAsNonRoot == nil || !*pod.Spec.SecurityContext.RunAsNonRoot {
+		t.Error("the example pod no longer says runAsNonRoot: this check proves nothing")
+	}
+}

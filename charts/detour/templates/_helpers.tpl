@@ -69,6 +69,21 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 {{- end -}}
 
+{{/* detour.transparent: "true" when the sidecar intercepts transparently (sidecar.interception). */}}
+{{- define "detour.transparent" -}}
+{{- $t := .Values.sidecar.transparent -}}
+{{- $port := int $t.port -}}
+{{- if or (eq $port (int .Values.sidecar.proxyPort)) (eq $port (int .Values.sidecar.adminPort)) }}
+{{- fail (printf "sidecar.transparent.port %d is also sidecar.proxyPort or sidecar.adminPort: detour listens on each" $port) }}
+{{- end }}
+{{- range $t.redirectPorts }}
+{{- if eq (int .) $port }}
+{{- fail (printf "sidecar.transparent.redirectPorts holds %d, the transparent port: every connection to it would loop" $port) }}
+{{- end }}
+{{- end }}
+{{- eq (toString .Values.sidecar.interception) "transparent" | toString -}}
+{{- end -}}
+
 {{/* The names of the objects the sidecar mounts, in each namespace. */}}
 {{- define "detour.policyConfigMap" -}}
 {{- .Values.policy.existingConfigMap | default (printf "%s-policy" (include "detour.fullname" .)) -}}
@@ -115,6 +130,13 @@ it says must stay what _sidecar.tpl writes: the chart test compares them.
 -}}
 {{- with include "detour.keysSecret" . }}{{ $_ := set $c "keysSecret" . }}{{ end -}}
 {{- with .Values.sidecar.noProxy }}{{ $_ := set $c "noProxy" . }}{{ end -}}
+{{- /* Only when not the default, so that a proxy-env release renders as it always did. */ -}}
+{{- $t := .Values.sidecar.transparent -}}
+{{- $_ := include "detour.transparent" . -}}
+{{- if ne .Values.sidecar.interception "proxy-env" }}{{ $_ := set $c "interception" .Values.sidecar.interception }}{{ end -}}
+{{- if ne (int $t.port) 15001 }}{{ $_ := set $c "transparentPort" (int $t.port) }}{{ end -}}
+{{- if ne (int $t.uid) 65531 }}{{ $_ := set $c "transparentUID" (int $t.uid) }}{{ end -}}
+{{- if ne (toJson $t.redirectPorts) "[443,80]" }}{{ $_ := set $c "redirectPorts" $t.redirectPorts }}{{ end -}}
 {{- toPrettyJson $c -}}
 {{- end -}}
 
@@ -124,8 +146,13 @@ the "restricted" Pod Security Standard on its own (UID 65532 is
 distroless's nonroot, as in the Dockerfile).
 */}}
 {{- define "detour.restrictedSecurityContext" -}}
-runAsUser: 65532
-runAsGroup: 65532
+{{- include "detour.nonRootSecurityContext" 65532 -}}
+{{- end -}}
+
+{{/* detour.nonRootSecurityContext: the same, for the UID given as the context. */}}
+{{- define "detour.nonRootSecurityContext" -}}
+runAsUser: {{ int . }}
+runAsGroup: {{ int . }}
 runAsNonRoot: true
 readOnlyRootFilesystem: true
 allowPrivilegeEscalation: false

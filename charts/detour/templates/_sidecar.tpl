@@ -31,9 +31,12 @@ appEnv is for a container that sets none of these variables itself; if
 yours does, keep its own and drop ours (the webhook does that for you).
 */}}
 
-{{/* detour.sidecar.initContainers: detour-trust, and detour itself when native. */}}
+{{/* detour.sidecar.initContainers: detour-trust, detour-redirect when transparent, and detour itself when native. */}}
 {{- define "detour.sidecar.initContainers" -}}
 - {{ include "detour.sidecar.trustContainer" . | indent 2 | trim }}
+{{- if eq (include "detour.transparent" .) "true" }}
+- {{ include "detour.sidecar.redirectContainer" . | indent 2 | trim }}
+{{- end }}
 {{- if eq (include "detour.native" .) "true" }}
 - {{ include "detour.sidecar.container" . | indent 2 | trim }}
   restartPolicy: Always
@@ -52,7 +55,8 @@ yours does, keep its own and drop ours (the webhook does that for you).
 name: detour
 image: {{ include "detour.image" . }}
 imagePullPolicy: {{ .Values.image.pullPolicy }}
-args: ["serve", "--policy", "/etc/detour/policy/policy.json"]
+{{- $transparent := eq (include "detour.transparent" .) "true" }}
+args: ["serve", "--policy", "/etc/detour/policy/policy.json"{{ if $transparent }}, "--transparent", "127.0.0.1:{{ int .Values.sidecar.transparent.port }}"{{ end }}]
 env:
   # detour's default CA location is $XDG_CONFIG_HOME/detour: the CA Secret.
   - name: XDG_CONFIG_HOME
@@ -99,7 +103,41 @@ livenessProbe:
   failureThreshold: 3
 terminationMessagePolicy: FallbackToLogsOnError
 securityContext:
+  {{- if $transparent }}
+  {{- /* The UID the redirect rules let pass. */}}
+  {{- include "detour.nonRootSecurityContext" .Values.sidecar.transparent.uid | nindent 2 }}
+  {{- else }}
   {{- include "detour.restrictedSecurityContext" . | nindent 2 }}
+  {{- end }}
+{{- end -}}
+
+{{/*
+detour.sidecar.redirectContainer: installs the nftables rules that send the
+pod's outbound connections to detour's transparent listener, sparing
+detour's UID, and exits. UID 0 because Kubernetes' capabilities.add reaches
+the effective set of UID 0 only (no ambient capabilities); every other
+capability is dropped. It mounts nothing.
+*/}}
+{{- define "detour.sidecar.redirectContainer" -}}
+name: detour-redirect
+image: {{ include "detour.image" . }}
+imagePullPolicy: {{ .Values.image.pullPolicy }}
+args: ["redirect", "install", "--to-port", "{{ int .Values.sidecar.transparent.port }}", "--ports", "{{ join "," .Values.sidecar.transparent.redirectPorts }}", "--exclude-uid", "{{ int .Values.sidecar.transparent.uid }}"]
+resources:
+  requests: {cpu: 10m, memory: 16Mi}
+  limits: {memory: 64Mi}
+terminationMessagePolicy: FallbackToLogsOnError
+securityContext:
+  runAsUser: 0
+  runAsGroup: 0
+  runAsNonRoot: false
+  readOnlyRootFilesystem: true
+  allowPrivilegeEscalation: false
+  capabilities:
+    add: ["NET_ADMIN", "NET_RAW"]
+    drop: ["ALL"]
+  seccompProfile:
+    type: RuntimeDefault
 {{- end -}}
 
 {{/* detour.sidecar.trustContainer: writes system roots + detour's CA into the shared emptyDir. */}}
@@ -161,8 +199,14 @@ securityContext:
 {{- end }}
 {{- end -}}
 
-{{/* detour.sidecar.appEnv: the variables of an app container. */}}
+{{/* detour.sidecar.appEnv: the variables of an app container; with transparent interception, the CA bundle's only. */}}
 {{- define "detour.sidecar.appEnv" -}}
+{{- if eq (include "detour.transparent" .) "true" -}}
+- {name: SSL_CERT_FILE, value: /var/run/detour/trust/ca-bundle.pem}
+- {name: REQUESTS_CA_BUNDLE, value: /var/run/detour/trust/ca-bundle.pem}
+- {name: CURL_CA_BUNDLE, value: /var/run/detour/trust/ca-bundle.pem}
+- {name: NODE_EXTRA_CA_CERTS, value: /var/run/detour/trust/ca-bundle.pem}
+{{- else -}}
 {{- $proxy := printf "http://127.0.0.1:%d" (int .Values.sidecar.proxyPort) -}}
 {{- $noProxy := join "," (concat (list "localhost" "127.0.0.1" "::1" "169.254.169.254" "169.254.0.0/16" ".svc" ".cluster.local") .Values.sidecar.noProxy) -}}
 - {name: HTTPS_PROXY, value: {{ $proxy | quote }}}
@@ -176,6 +220,7 @@ securityContext:
 - {name: CURL_CA_BUNDLE, value: /var/run/detour/trust/ca-bundle.pem}
 - {name: NODE_EXTRA_CA_CERTS, value: /var/run/detour/trust/ca-bundle.pem}
 - {name: NODE_USE_ENV_PROXY, value: "1"}
+{{- end -}}
 {{- end -}}
 
 {{/* detour.sidecar.appVolumeMounts: the bundle, read-only, in an app container. */}}
