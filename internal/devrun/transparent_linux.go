@@ -64,6 +64,8 @@ type transparent struct {
 	fd     *os.File // dir, open for CLONE_INTO_CGROUP
 	ports  []uint16
 	stderr io.Writer
+	// installed is whether the table was written (and is to be removed).
+	installed bool
 }
 
 // startTransparent prepares a transparent run when o asks for one (nil
@@ -132,6 +134,7 @@ func startTransparent(o TransparentOptions, mark uint32, stderr io.Writer) (_ *t
 	if err != nil {
 		return nil, fmt.Errorf("detour run --transparent: %w", err)
 	}
+	tr.installed = true
 	return tr, nil
 }
 
@@ -172,8 +175,10 @@ func (tr *transparent) stop() {
 	if tr == nil {
 		return
 	}
-	if err := redirect.RemoveTable(tr.table); err != nil {
-		fmt.Fprintf(tr.stderr, "detour run: warning: %v (the next `detour run --transparent` removes it)\n", err)
+	if tr.installed {
+		if err := redirect.RemoveTable(tr.table); err != nil {
+			fmt.Fprintf(tr.stderr, "detour run: warning: %v (the next `detour run --transparent` removes it)\n", err)
+		}
 	}
 	if tr.dir != "" {
 		tr.removeCgroup()
