@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -24,9 +25,9 @@ import (
 )
 
 // This file is `detour run --transparent` on Linux. CMD starts inside a
-// fresh cgroup2 child, <cgroup2 mount>/detour-run-<detour's pid>, through
+// fresh cgroup2 child, <cgroup2 mount>/detour-run-<detour's pid>-<n>, through
 // clone3's CLONE_INTO_CGROUP (SysProcAttr.CgroupFD), so that its very first
-// connection is already in it; a table "inet detour-run-<pid>" redirects
+// connection is already in it; a table "inet detour-run-<pid>-<n>" redirects
 // the TCP connections of sockets created in that cgroup (and below it) to
 // the transparent listener. detour itself is not in the cgroup, so its own
 // upstream calls are never redirected; a uid exclusion would not do, as
@@ -55,6 +56,9 @@ const (
 	// (PROC_CGROUP_INIT_INO in the kernel's include/linux/proc_ns.h).
 	initCgroupNS = 0xEFFFFFFB
 )
+
+// runCount numbers the transparent runs of this process.
+var runCount atomic.Int64
 
 // transparent is a running `detour run --transparent`.
 type transparent struct {
@@ -86,7 +90,9 @@ func startTransparent(o TransparentOptions, mark uint32, stderr io.Writer) (_ *t
 	}
 	sweepStaleRuns(mount, stderr)
 
-	tr := &transparent{stderr: stderr, ports: o.Ports, table: redirect.RunTablePrefix + strconv.Itoa(os.Getpid())}
+	// Numbered within the process, so that runs at once in one process
+	// (tests) have tables and cgroups of their own too.
+	tr := &transparent{stderr: stderr, ports: o.Ports, table: redirect.RunName(os.Getpid(), int(runCount.Add(1)))}
 	if len(tr.ports) == 0 {
 		tr.ports = redirect.DefaultPorts
 	}
@@ -258,9 +264,8 @@ func sweepStaleRuns(mount string, stderr io.Writer) {
 	}
 	entries, _ := os.ReadDir(mount)
 	for _, e := range entries {
-		rest, ok := strings.CutPrefix(e.Name(), redirect.RunTablePrefix)
-		pid, err := strconv.Atoi(rest)
-		if !ok || !e.IsDir() || err != nil || pid <= 0 || alive(pid) {
+		pid, ok := redirect.ParseRunName(e.Name())
+		if !ok || !e.IsDir() || alive(pid) {
 			continue
 		}
 		dir := filepath.Join(mount, e.Name())

@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -167,9 +168,15 @@ func standIn(t *testing.T, ip string) (string, *x509.CertPool) {
 	return ln.Addr().String(), pool
 }
 
-// runTable is the name of the table a transparent run of this process
-// writes.
-func runTable() string { return redirect.RunTablePrefix + strconv.Itoa(os.Getpid()) }
+// runName is the name of a run's table and cgroup, as its stderr says.
+func runName(t *testing.T, stderr string) string {
+	t.Helper()
+	m := regexp.MustCompile(`nftables table inet (` + redirect.RunTablePrefix + `[0-9-]+)\)`).FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("stderr does not say what is redirected:\n%s", stderr)
+	}
+	return m[1]
+}
 
 // TestRunTransparentRedirectsOnlyTheCommand is `detour run --transparent`
 // end to end: a command that ignores HTTPS_PROXY calls api.openai.com at
@@ -179,9 +186,8 @@ func runTable() string { return redirect.RunTablePrefix + strconv.Itoa(os.Getpid
 // dialled by a process outside the command's cgroup (the test itself)
 // reaches the stand-in, under its own certificate. When the run ends, its
 // nftables table and its cgroup are gone.
-//
-// Not parallel: the run's table is named after the process, one at a time.
 func TestRunTransparentRedirectsOnlyTheCommand(t *testing.T) {
+	t.Parallel()
 	mount := requireTransparent(t)
 	var targets []string
 	var pools []*x509.CertPool
@@ -241,8 +247,12 @@ func TestRunTransparentRedirectsOnlyTheCommand(t *testing.T) {
 
 	// While the command runs: its rules are in place, and they do not
 	// touch a process outside its cgroup.
-	if rules, err := redirect.ShowTable(runTable()); err != nil || len(rules) == 0 {
-		t.Errorf("table inet %s during the run: %v, %v; want its rules", runTable(), rules, err)
+	name := runName(t, stderr.String())
+	if rules, err := redirect.ShowTable(name); err != nil || len(rules) == 0 {
+		t.Errorf("table inet %s during the run: %v, %v; want its rules", name, rules, err)
+	}
+	if _, err := os.Stat(filepath.Join(mount, name)); err != nil {
+		t.Errorf("the command's cgroup during the run: %v", err)
 	}
 	for i, addr := range targets {
 		client := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{
@@ -277,9 +287,6 @@ func TestRunTransparentRedirectsOnlyTheCommand(t *testing.T) {
 	if primary.Calls() != len(targets) {
 		t.Errorf("the vendor was called %d times; want %d", primary.Calls(), len(targets))
 	}
-	if !strings.Contains(stderr.String(), "nftables table inet "+runTable()) {
-		t.Errorf("stderr does not say what is redirected:\n%s", stderr.String())
-	}
 	var transparent int
 	for _, l := range logLines(t, opts.LogFile) {
 		if l["message"] == "request" && l["host"] == "api.openai.com" {
@@ -292,24 +299,24 @@ func TestRunTransparentRedirectsOnlyTheCommand(t *testing.T) {
 	if transparent != len(targets) {
 		t.Errorf("%d intercepted requests logged; want %d", transparent, len(targets))
 	}
-	assertRunCleanedUp(t, mount)
+	assertRunCleanedUp(t, mount, name)
 }
 
-// assertRunCleanedUp checks that no table and no cgroup of this process's
-// runs remain.
-func assertRunCleanedUp(t *testing.T, mount string) {
+// assertRunCleanedUp checks that the table and the cgroup of the run name
+// are gone.
+func assertRunCleanedUp(t *testing.T, mount, name string) {
 	t.Helper()
 	tables, err := redirect.ListRunTables()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tb := range tables {
-		if tb.Name == runTable() {
+		if tb.Name == name {
 			t.Errorf("table inet %s remains after the run", tb.Name)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(mount, runTable())); !os.IsNotExist(err) {
-		t.Errorf("cgroup %s remains after the run (%v)", filepath.Join(mount, runTable()), err)
+	if _, err := os.Stat(filepath.Join(mount, name)); !os.IsNotExist(err) {
+		t.Errorf("cgroup %s remains after the run (%v)", filepath.Join(mount, name), err)
 	}
 }
 
@@ -337,12 +344,13 @@ func logLines(t *testing.T, file string) []map[string]any {
 // after a detour that died (a pid no process has) are removed by the next
 // transparent run, which says so.
 func TestRunTransparentRemovesWhatADeadRunLeft(t *testing.T) {
+	t.Parallel()
 	mount := requireTransparent(t)
 	dead := exec.Command("true")
 	if err := dead.Run(); err != nil {
 		t.Fatal(err)
 	}
-	name := redirect.RunTablePrefix + strconv.Itoa(dead.Process.Pid)
+	name := redirect.RunName(dead.Process.Pid, 1)
 	dir := filepath.Join(mount, name)
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -371,13 +379,14 @@ func TestRunTransparentRemovesWhatADeadRunLeft(t *testing.T) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
 		}
 	}
-	assertRunCleanedUp(t, mount)
+	assertRunCleanedUp(t, mount, runName(t, stderr.String()))
 }
 
 // TestRunTransparentEndsWhatTheCommandLeftRunning: a process CMD started in
 // the background is in CMD's cgroup; it is killed when the run ends, so
 // that the cgroup can be removed.
 func TestRunTransparentEndsWhatTheCommandLeftRunning(t *testing.T) {
+	t.Parallel()
 	mount := requireTransparent(t)
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	res, _, stderr := run(t, Options{
@@ -405,7 +414,7 @@ func TestRunTransparentEndsWhatTheCommandLeftRunning(t *testing.T) {
 	if !strings.Contains(stderr.String(), "killing 1 process(es)") {
 		t.Errorf("stderr does not say it killed the leftover:\n%s", stderr.String())
 	}
-	assertRunCleanedUp(t, mount)
+	assertRunCleanedUp(t, mount, runName(t, stderr.String()))
 }
 
 func TestUnescapeMountinfo(t *testing.T) {

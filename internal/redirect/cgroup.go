@@ -5,9 +5,9 @@ package redirect
 // it takes only the connections of the processes in one cgroup (CMD's), so
 // that a developer's other programs on the same machine are left alone.
 //
-// Each run has a table of its own, "inet detour-run-<pid>", so that two runs
-// at once, and `detour redirect install` beside them, never touch each
-// other's rules. Its "output" chain (nat output) holds one rule per cgroup
+// Each run has a table of its own, "inet detour-run-<pid>-<n>" (RunName),
+// so that two runs at once, and `detour redirect install` beside them, never
+// touch each other's rules. Its "output" chain (nat output) holds one rule per cgroup
 // level to try: a socket created in the cgroup (or below it) jumps to the
 // "cmd" chain, where detour's own mark, loopback, link-local and the
 // excluded ranges return, and each listed port is redirected.
@@ -27,9 +27,31 @@ import (
 )
 
 // RunTablePrefix starts the name of every table `detour run --transparent`
-// writes; the rest of the name is the pid of the detour that wrote it, which
-// is how a table left by a run that died is recognised.
+// writes (RunName); the rest of the name holds the pid of the detour that
+// wrote it, which is how a table left by a run that died is recognised.
 const RunTablePrefix = "detour-run-"
+
+// RunName is the name of the table, and of the cgroup, of run n (counted
+// from 1 within the process) of the detour with pid pid.
+func RunName(pid, n int) string { return fmt.Sprintf("%s%d-%d", RunTablePrefix, pid, n) }
+
+// ParseRunName returns the pid in a name RunName made; ok is false for any
+// other name.
+func ParseRunName(name string) (pid int, ok bool) {
+	rest, ok := strings.CutPrefix(name, RunTablePrefix)
+	if !ok {
+		return 0, false
+	}
+	p, n, _ := strings.Cut(rest, "-")
+	pid, err := strconv.Atoi(p)
+	if err != nil || pid <= 0 {
+		return 0, false
+	}
+	if _, err := strconv.Atoi(n); n != "" && err != nil {
+		return 0, false
+	}
+	return pid, true
+}
 
 // CgroupChainName is the chain, beside ChainName, that a socket of the
 // cgroup jumps to.
@@ -154,8 +176,8 @@ func RemoveTable(name string) error {
 type RunTable struct {
 	// Name is the table's name.
 	Name string
-	// PID is the pid of the detour that wrote it (0 when the name does not
-	// end in a number).
+	// PID is the pid of the detour that wrote it (0 when the name is not
+	// one RunName makes).
 	PID int
 }
 
@@ -172,11 +194,10 @@ func ListRunTables() ([]RunTable, error) {
 	}
 	var out []RunTable
 	for _, t := range tables {
-		rest, ok := strings.CutPrefix(t.Name, RunTablePrefix)
-		if !ok {
+		if !strings.HasPrefix(t.Name, RunTablePrefix) {
 			continue
 		}
-		pid, _ := strconv.Atoi(rest)
+		pid, _ := ParseRunName(t.Name)
 		out = append(out, RunTable{Name: t.Name, PID: pid})
 	}
 	return out, nil

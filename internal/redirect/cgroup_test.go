@@ -3,7 +3,6 @@ package redirect
 import (
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -37,7 +36,7 @@ func TestCgroupTableRoundTrip(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("skipped: needs root to program nftables (CI runs as root)")
 	}
-	name := RunTablePrefix + strconv.Itoa(os.Getpid()) + "0"
+	name := RunName(os.Getpid(), 1000)
 	t.Cleanup(func() { _ = RemoveTable(name) })
 	err := InstallCgroup(CgroupRules{Table: name, CgroupID: 1 << 62, CgroupPath: "detour-run-test", Levels: []uint32{1, 2},
 		ToPort: 15001, Ports: []uint16{443, 8443}, ExcludeMarks: []uint32{0x1e7}})
@@ -72,8 +71,7 @@ func TestCgroupTableRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pid, _ := strconv.Atoi(strings.TrimPrefix(name, RunTablePrefix))
-	if !slices.Contains(tables, RunTable{Name: name, PID: pid}) {
+	if !slices.Contains(tables, RunTable{Name: name, PID: os.Getpid()}) {
 		t.Errorf("ListRunTables = %v; want it to hold %s", tables, name)
 	}
 	for range 2 { // removing what is gone succeeds
@@ -83,5 +81,21 @@ func TestCgroupTableRoundTrip(t *testing.T) {
 	}
 	if rules, err := ShowTable(name); err != nil || rules != nil {
 		t.Errorf("after RemoveTable: %v, %v; want nothing", rules, err)
+	}
+}
+
+func TestParseRunName(t *testing.T) {
+	t.Parallel()
+	if got := RunName(42, 3); got != "detour-run-42-3" {
+		t.Errorf("RunName(42, 3) = %q; want detour-run-42-3", got)
+	}
+	for name, want := range map[string]int{
+		"detour-run-42-3": 42, "detour-run-42": 42,
+		"detour": 0, "detour-run-": 0, "detour-run-x-1": 0, "detour-run-42-x": 0, "detour-run-0-1": 0, "detour-runner-1": 0,
+	} {
+		pid, ok := ParseRunName(name)
+		if pid != want || ok != (want != 0) {
+			t.Errorf("ParseRunName(%q) = %d, %v; want %d, %v", name, pid, ok, want, want != 0)
+		}
 	}
 }
