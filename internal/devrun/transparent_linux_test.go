@@ -24,6 +24,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -343,8 +344,9 @@ func logLines(t *testing.T, file string) []map[string]any {
 // TestRunTransparentRemovesWhatADeadRunLeft: a table and a cgroup named
 // after a detour that died (a pid no process has) are removed by the next
 // transparent run, which says so.
+//
+// Not parallel: any run that starts meanwhile would remove them first.
 func TestRunTransparentRemovesWhatADeadRunLeft(t *testing.T) {
-	t.Parallel()
 	mount := requireTransparent(t)
 	dead := exec.Command("true")
 	if err := dead.Run(); err != nil {
@@ -479,4 +481,77 @@ func TestRunTransparentNamesTheCapability(t *testing.T) {
 			t.Errorf("error %q lacks %q", msg, want)
 		}
 	}
+}
+
+// TestRunTransparentCleansUpWhenDetourFailsToStart: detour's start fails
+// after the run's table and cgroup exist (a CA file that is not one); Run
+// returns the error, and neither remains.
+//
+// Not parallel: it looks for any run of this process left behind, and the
+// parallel tests' runs are in flight only once the serial tests are done.
+func TestRunTransparentCleansUpWhenDetourFailsToStart(t *testing.T) {
+	mount := requireTransparent(t)
+	dir := t.TempDir()
+	notACert := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(notACert, []byte("not a certificate\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pol := filepath.Join(dir, "policy.json")
+	data := fmt.Sprintf(`{"ca": {"cert_file": %q, "key_file": %q}, "admin_listen": "off"}`, notACert, filepath.Join(dir, "ca-key.pem"))
+	if err := os.WriteFile(pol, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, _, stderr := withDefaults(t, Options{Command: []string{"true"}, PolicyPath: pol, Transparent: TransparentOptions{Enabled: true}})
+	if _, err := Run(context.Background(), opts); err == nil {
+		t.Fatalf("Run with an unusable CA succeeded\n%s", stderr.String())
+	}
+	tables, err := redirect.ListRunTables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tb := range tables {
+		if tb.PID == os.Getpid() {
+			t.Errorf("table inet %s remains after a run whose detour did not start", tb.Name)
+		}
+	}
+	entries, _ := os.ReadDir(mount)
+	for _, e := range entries {
+		if pid, ok := redirect.ParseRunName(e.Name()); ok && pid == os.Getpid() {
+			t.Errorf("cgroup %s remains after a run whose detour did not start", filepath.Join(mount, e.Name()))
+		}
+	}
+}
+
+// TestRunTransparentCleansUpAfterASignal: a SIGTERM that detour passes on
+// ends CMD; the run's table and cgroup go with it.
+func TestRunTransparentCleansUpAfterASignal(t *testing.T) {
+	t.Parallel()
+	mount := requireTransparent(t)
+	sigs := make(chan os.Signal, 1)
+	opts, _, stderr := withDefaults(t, Options{
+		Command: []string{"sleep", "1000"}, PolicyPath: quietPolicy(t), Signals: sigs,
+		Transparent: TransparentOptions{Enabled: true},
+	})
+	done := make(chan Result, 1)
+	go func() {
+		res, err := Run(context.Background(), opts)
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		done <- res
+	}()
+	stderr.WaitFor(t, 30*time.Second, "nftables table inet ")
+	name := runName(t, stderr.String())
+	// The child may not have started when the line is written; a signal
+	// that arrives before it ends the run too, as the user asked.
+	sigs <- syscall.SIGTERM
+	select {
+	case res := <-done:
+		if res.ExitCode != 128+int(syscall.SIGTERM) {
+			t.Errorf("exit code %d; want %d (SIGTERM)", res.ExitCode, 128+int(syscall.SIGTERM))
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the run did not end within 30s of SIGTERM")
+	}
+	assertRunCleanedUp(t, mount, name)
 }
