@@ -134,7 +134,7 @@ func startTransparent(o TransparentOptions, mark uint32, stderr io.Writer) (_ *t
 		marks = []uint32{mark}
 	}
 	err = redirect.InstallCgroup(redirect.CgroupRules{
-		Table: tr.table, CgroupID: id, CgroupPath: cgroupPath(root, tr.table), Levels: cgroupLevels(root),
+		Table: tr.table, CgroupID: id, CgroupPath: cgroupPath(root, tr.table), Levels: cgroupLevels(root, inInitialCgroupNS()),
 		ToPort: uint16(toPort), Ports: tr.ports, ExcludeMarks: marks,
 	})
 	if err != nil {
@@ -361,10 +361,9 @@ func cgroupPath(root, name string) string {
 // namespace, where root is the path from the hierarchy's root; in another
 // namespace (a container), that path starts at the namespace's root, whose
 // own depth cannot be read, so a range.
-func cgroupLevels(root string) []uint32 {
+func cgroupLevels(root string, initialNS bool) []uint32 {
 	depth := uint32(len(strings.Split(cgroupPath(root, "x"), "/")))
-	var st unix.Stat_t
-	if unix.Stat("/proc/self/ns/cgroup", &st) == nil && st.Ino == initCgroupNS {
+	if initialNS {
 		return []uint32{depth}
 	}
 	levels := make([]uint32, 0, extraNamespaceLevels+1)
@@ -372,6 +371,13 @@ func cgroupLevels(root string) []uint32 {
 		levels = append(levels, l)
 	}
 	return levels
+}
+
+// inInitialCgroupNS reports whether detour runs in the initial cgroup
+// namespace, the host's.
+func inInitialCgroupNS() bool {
+	var st unix.Stat_t
+	return unix.Stat("/proc/self/ns/cgroup", &st) == nil && st.Ino == initCgroupNS
 }
 
 // cgroupID is the id of the cgroup at dir, as the kernel's socket matching

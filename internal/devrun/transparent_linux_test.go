@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -554,4 +555,24 @@ func TestRunTransparentCleansUpAfterASignal(t *testing.T) {
 		t.Fatal("the run did not end within 30s of SIGTERM")
 	}
 	assertRunCleanedUp(t, mount, name)
+}
+
+// TestCgroupLevels: in the host's cgroup namespace a cgroup made below the
+// mount is at one known depth; in another (a container's), whose root's
+// own depth cannot be read, every depth it may be at is tried.
+func TestCgroupLevels(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		root      string
+		initialNS bool
+		want      []uint32
+	}{
+		{"/", true, []uint32{1}},
+		{"/user.slice/session-1.scope", true, []uint32{3}},
+		{"/", false, []uint32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17}},
+	} {
+		if got := cgroupLevels(tc.root, tc.initialNS); !slices.Equal(got, tc.want) {
+			t.Errorf("cgroupLevels(%q, %v) = %v; want %v", tc.root, tc.initialNS, got, tc.want)
+		}
+	}
 }
