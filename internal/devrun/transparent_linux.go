@@ -358,9 +358,13 @@ func cgroupPath(root, name string) string {
 
 // cgroupLevels are the candidate depths of a cgroup created directly below
 // the mount whose root is root: exactly one in the initial cgroup
-// namespace, where root is the path from the hierarchy's root; in another
-// namespace (a container), that path starts at the namespace's root, whose
-// own depth cannot be read, so a range.
+// namespace, where root is the path from the hierarchy's root. In another
+// namespace (a container), that path starts at the namespace's root, and
+// kernels disagree on what a level counts from: since Linux 6.11 (commit
+// "nft_socket: make cgroupsv2 matching work with namespaces") from the root
+// of the rule writer's namespace, which is the depth below the mount;
+// before, from the hierarchy's root, whose distance to the namespace's root
+// cannot be read from inside. So a range, starting at the former.
 func cgroupLevels(root string, initialNS bool) []uint32 {
 	depth := uint32(len(strings.Split(cgroupPath(root, "x"), "/")))
 	if initialNS {
