@@ -10,9 +10,10 @@ import (
 	"strings"
 
 	"github.com/detour-proxy/detour/internal/devrun"
+	"github.com/detour-proxy/detour/internal/redirect"
 )
 
-const runSynopsis = "detour run [--policy FILE] [--log FILE | --verbose] -- CMD [ARGS...]"
+const runSynopsis = "detour run [--policy FILE] [--log FILE | --verbose] [--transparent [--ports 443,80]] -- CMD [ARGS...]"
 
 // Run runs `detour run` with no built-in policy to fall back on: the policy
 // is --policy or ./policy.json. The detour binary uses RunWith, which falls
@@ -35,6 +36,9 @@ func RunWith(builtin []byte) Command {
 		policyPath := fs.String("policy", "", "policy file (default ./policy.json if it exists, else the built-in policy)")
 		logFile := fs.String("log", "", "append detour's log to `FILE` (default: a new file in the temporary directory, named at start)")
 		verbose := fs.Bool("verbose", false, "log to stderr, among the command's own output")
+		transparent := fs.Bool("transparent", false, "also redirect the command's own TCP connections to detour in the kernel, for apps that ignore HTTPS_PROXY "+
+			"(Linux, needs CAP_NET_ADMIN: the command runs in a cgroup of its own, redirected by an nftables table of the run's own)")
+		ports := fs.String("ports", "", "with --transparent: the TCP destination ports redirected, comma-separated (default 443,80)")
 
 		// Only what comes before the first -- is detour's; everything
 		// after it is CMD's, flags included (detour run -- ls -l).
@@ -64,6 +68,19 @@ func RunWith(builtin []byte) Command {
 				return errors.New("detour run: no policy: pass --policy FILE or create ./policy.json")
 			}
 		}
+		var tp devrun.TransparentOptions
+		switch {
+		case *transparent && *ports != "":
+			p, err := redirect.ParsePorts(*ports)
+			if err != nil {
+				return usageError(fs, stderr, "--ports: %v", err)
+			}
+			tp = devrun.TransparentOptions{Enabled: true, Ports: p}
+		case *transparent:
+			tp.Enabled = true
+		case *ports != "":
+			return usageError(fs, stderr, "--ports says which ports --transparent redirects: add --transparent")
+		}
 		logTo := *logFile
 		if *verbose {
 			logTo = "-"
@@ -80,6 +97,7 @@ func RunWith(builtin []byte) Command {
 			Stdin:         os.Stdin,
 			Stdout:        stdout,
 			Stderr:        stderr,
+			Transparent:   tp,
 		})
 		var start *devrun.StartError
 		switch {

@@ -79,6 +79,9 @@ type Options struct {
 	// Drain bounds detour's shutdown after CMD exits; zero means
 	// DefaultDrain.
 	Drain time.Duration
+	// Transparent, when enabled, also redirects CMD's own connections to
+	// detour in the kernel (Linux, CAP_NET_ADMIN): see TransparentOptions.
+	Transparent TransparentOptions
 }
 
 // Result is how a run ended.
@@ -173,6 +176,11 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	defer closeLog()
 	res.LogFile = logFile
 
+	tr, err := startTransparent(opts.Transparent, pol.Transparent.Mark, opts.Stderr)
+	if err != nil {
+		return res, err
+	}
+	defer tr.stop()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return res, fmt.Errorf("detour run: listening on loopback: %w", err)
@@ -200,6 +208,9 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 			AdminListener: adminLn,
 			Ready:         func(_ net.Addr, ca *mitm.CA) { ready <- ca },
 			OnRecord:      t.add,
+
+			// --transparent's listeners; none without it.
+			TransparentListeners: tr.listeners(),
 		})
 	}()
 	// stopDetour stops detour and waits a little for it to finish the
@@ -268,6 +279,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	})
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = opts.Stdin, opts.Stdout, opts.Stderr
 	cmd.WaitDelay = pipeWait
+	tr.attach(cmd)
 
 	// A signal or a cancellation before CMD starts ends the run here: the
 	// user asked to stop before there was anything to pass it on to.
