@@ -18,17 +18,11 @@
 package redirect
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
+	"strconv"
 	"strings"
-	"syscall"
-
-	"github.com/google/nftables"
-	"github.com/google/nftables/expr"
-	"github.com/google/nftables/userdata"
-	"golang.org/x/sys/unix"
 )
 
 // Names of detour's nftables objects. `nft list table inet detour` shows them.
@@ -81,182 +75,6 @@ type Rule struct {
 	Text string
 }
 
-var table = &nftables.Table{Family: nftables.TableFamilyINet, Name: TableName}
-
-// Install replaces detour's table with one holding r's rules.
-func Install(r Rules) error {
-	if r.ToPort == 0 {
-		return errors.New("the port to redirect to is required (--to-port, transparent.listen's port)")
-	}
-	ports := r.Ports
-	if len(ports) == 0 {
-		ports = DefaultPorts
-	}
-	for _, p := range ports {
-		if p == 0 {
-			return errors.New("port 0 cannot be redirected")
-		}
-		if p == r.ToPort {
-			return fmt.Errorf("port %d is both redirected and the port redirected to: every connection to it would loop", p)
-		}
-	}
-	c, err := conn(r.NetNS)
-	if err != nil {
-		return err
-	}
-	// Adding the table before deleting it makes the delete succeed when
-	// there was none; the whole batch is one transaction.
-	c.AddTable(table)
-	c.DelTable(table)
-	t := c.AddTable(table)
-	accept := nftables.ChainPolicyAccept
-	ch := c.AddChain(&nftables.Chain{
-		Name: ChainName, Table: t, Type: nftables.ChainTypeNAT,
-		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityNATDest, Policy: &accept,
-	})
-	add := func(text string, exprs ...expr.Any) {
-		c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: exprs,
-			UserData: userdata.AppendString(nil, userdata.TypeComment, text)})
-	}
-	ret := &expr.Verdict{Kind: expr.VerdictReturn}
-	for _, uid := range r.ExcludeUIDs {
-		add(fmt.Sprintf("meta skuid %d return", uid),
-			&expr.Meta{Key: expr.MetaKeySKUID, Register: 1},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: native32(uid)}, ret)
-	}
-	for _, m := range r.ExcludeMarks {
-		add(fmt.Sprintf("meta mark 0x%08x return", m),
-			&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: native32(m)}, ret)
-	}
-	for _, p := range append(append([]netip.Prefix(nil), AlwaysExcluded...), r.ExcludeCIDRs...) {
-		add(daddrText(p)+" return", append(daddrMatch(p), ret)...)
-	}
-	for _, p := range ports {
-		add(fmt.Sprintf("tcp dport %d redirect to :%d", p, r.ToPort),
-			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_TCP}},
-			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: be16(p)},
-			&expr.Immediate{Register: 1, Data: be16(r.ToPort)},
-			&expr.Redir{RegisterProtoMin: 1})
-	}
-	return explain("install the redirect rules", c.Flush())
-}
-
-// Remove deletes detour's table. Removing rules that are not there
-// succeeds: the end state is the same.
-func Remove(netNS int) error {
-	c, err := conn(netNS)
-	if err != nil {
-		return err
-	}
-	c.AddTable(table)
-	c.DelTable(table)
-	return explain("remove the redirect rules", c.Flush())
-}
-
-// Show returns the rules of detour's table as the kernel holds them; none
-// (and no error) when the table is absent.
-func Show(netNS int) ([]Rule, error) {
-	c, err := conn(netNS)
-	if err != nil {
-		return nil, err
-	}
-	t, err := c.ListTableOfFamily(TableName, nftables.TableFamilyINet)
-	if errors.Is(err, syscall.ENOENT) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, explain("list the redirect rules", err)
-	}
-	chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyINet)
-	if err != nil {
-		return nil, explain("list the redirect rules", err)
-	}
-	var out []Rule
-	for _, ch := range chains {
-		if ch.Table.Name != TableName {
-			continue
-		}
-		rules, err := c.GetRules(t, ch)
-		if err != nil {
-			return nil, explain("list the redirect rules", err)
-		}
-		for _, r := range rules {
-			text, ok := userdata.GetString(r.UserData, userdata.TypeComment)
-			if !ok {
-				// Not one of detour's: someone edited the table by hand.
-				text = fmt.Sprintf("(a rule detour did not write, %d expressions)", len(r.Exprs))
-			}
-			out = append(out, Rule{Handle: r.Handle, Text: text})
-		}
-	}
-	return out, nil
-}
-
-func conn(netNS int) (*nftables.Conn, error) {
-	var opts []nftables.ConnOption
-	if netNS != 0 {
-		opts = append(opts, nftables.WithNetNSFd(netNS))
-	}
-	c, err := nftables.New(opts...)
-	if err != nil {
-		return nil, explain("open a netlink socket to nf_tables", err)
-	}
-	return c, nil
-}
-
-// explain turns the kernel's terse errors into what to do about them.
-func explain(what string, err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EACCES):
-		return fmt.Errorf("cannot %s: permission denied: programming nftables needs the CAP_NET_ADMIN capability "+
-			"(run as root, or grant it: in Kubernetes, securityContext.capabilities.add: [\"NET_ADMIN\", \"NET_RAW\"]): %w", what, err)
-	case errors.Is(err, syscall.EPROTONOSUPPORT), errors.Is(err, syscall.EAFNOSUPPORT), errors.Is(err, syscall.EOPNOTSUPP):
-		return fmt.Errorf("cannot %s: this kernel has no nf_tables over netlink (it needs CONFIG_NF_TABLES with nf_tables_inet, "+
-			"nft_nat/nft_redir and nft_chain_nat: `modprobe nf_tables nft_redir`, or a kernel that has them): %w", what, err)
-	case errors.Is(err, syscall.ENOENT):
-		return fmt.Errorf("cannot %s: the kernel lacks part of nf_tables' NAT support (nft_chain_nat, nft_redir or nft_meta; "+
-			"`modprobe nft_chain_nat nft_redir`): %w", what, err)
-	}
-	return fmt.Errorf("cannot %s: %w", what, err)
-}
-
-// daddrMatch matches the destination address against p; it checks the
-// packet's family first, since an inet table sees IPv4 and IPv6 alike.
-func daddrMatch(p netip.Prefix) []expr.Any {
-	fam, off := byte(unix.NFPROTO_IPV4), uint32(16)
-	if !p.Addr().Is4() {
-		fam, off = unix.NFPROTO_IPV6, 24
-	}
-	n := uint32(p.Addr().BitLen() / 8)
-	mask := make([]byte, n)
-	for i := 0; i < p.Bits(); i++ {
-		mask[i/8] |= 0x80 >> (i % 8)
-	}
-	return []expr.Any{
-		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{fam}},
-		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: n},
-		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: n, Mask: mask, Xor: make([]byte, n)},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: p.Masked().Addr().AsSlice()},
-	}
-}
-
-func daddrText(p netip.Prefix) string {
-	if p.Addr().Is4() {
-		return "ip daddr " + p.String()
-	}
-	return "ip6 daddr " + p.String()
-}
-
-func be16(v uint16) []byte { return binary.BigEndian.AppendUint16(nil, v) }
-
-func native32(v uint32) []byte { return binary.NativeEndian.AppendUint32(nil, v) }
-
 // ParsePorts parses a comma-separated port list such as "443,80".
 func ParsePorts(s string) ([]uint16, error) {
 	var out []uint16
@@ -275,4 +93,70 @@ func ParsePorts(s string) ([]uint16, error) {
 		return nil, errors.New("no port given")
 	}
 	return out, nil
+}
+
+// RunTablePrefix starts the name of every table `detour run --transparent`
+// writes (RunName); the rest of the name holds the pid of the detour that
+// wrote it, which is how a table left by a run that died is recognised.
+const RunTablePrefix = "detour-run-"
+
+// RunName is the name of the table, and of the cgroup, of run n (counted
+// from 1 within the process) of the detour with pid pid.
+func RunName(pid, n int) string { return fmt.Sprintf("%s%d-%d", RunTablePrefix, pid, n) }
+
+// ParseRunName returns the pid in a name RunName made; ok is false for any
+// other name.
+func ParseRunName(name string) (pid int, ok bool) {
+	rest, ok := strings.CutPrefix(name, RunTablePrefix)
+	if !ok {
+		return 0, false
+	}
+	p, n, _ := strings.Cut(rest, "-")
+	pid, err := strconv.Atoi(p)
+	if err != nil || pid <= 0 {
+		return 0, false
+	}
+	if _, err := strconv.Atoi(n); n != "" && err != nil {
+		return 0, false
+	}
+	return pid, true
+}
+
+// CgroupChainName is the chain, beside ChainName, that a socket of the
+// cgroup jumps to.
+const CgroupChainName = "cmd"
+
+// CgroupRules is what InstallCgroup installs.
+type CgroupRules struct {
+	// Table is the table's name (family inet); required, and it must start
+	// with RunTablePrefix so that ListRunTables finds it.
+	Table string
+	// CgroupID is the cgroup's id (the inode number of its directory in the
+	// cgroup2 file system); required.
+	CgroupID uint64
+	// CgroupPath is the cgroup's path below the cgroup2 mount, for the
+	// rules' comments only.
+	CgroupPath string
+	// Levels are the cgroup's candidate depths in the cgroup hierarchy (the
+	// root is level 0). The kernel compares the id of the socket's
+	// cgroup's ancestor at that level, so a level that is not the cgroup's
+	// own never matches (ids are unique): trying several is safe, and is
+	// what a caller does when it cannot know the depth (inside a cgroup
+	// namespace). Required.
+	Levels []uint32
+	// ToPort is the transparent listener's port; required.
+	ToPort uint16
+	// Ports are the TCP destination ports redirected. Empty: DefaultPorts.
+	Ports []uint16
+	// ExcludeMarks are socket marks never redirected.
+	ExcludeMarks []uint32
+}
+
+// RunTable is a table a `detour run --transparent` wrote.
+type RunTable struct {
+	// Name is the table's name.
+	Name string
+	// PID is the pid of the detour that wrote it (0 when the name is not
+	// one RunName makes).
+	PID int
 }

@@ -1,3 +1,5 @@
+//go:build linux
+
 package redirect
 
 // This file is the redirect of `detour run --transparent -- CMD`: unlike
@@ -16,7 +18,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -25,63 +26,6 @@ import (
 	"github.com/google/nftables/userdata"
 	"golang.org/x/sys/unix"
 )
-
-// RunTablePrefix starts the name of every table `detour run --transparent`
-// writes (RunName); the rest of the name holds the pid of the detour that
-// wrote it, which is how a table left by a run that died is recognised.
-const RunTablePrefix = "detour-run-"
-
-// RunName is the name of the table, and of the cgroup, of run n (counted
-// from 1 within the process) of the detour with pid pid.
-func RunName(pid, n int) string { return fmt.Sprintf("%s%d-%d", RunTablePrefix, pid, n) }
-
-// ParseRunName returns the pid in a name RunName made; ok is false for any
-// other name.
-func ParseRunName(name string) (pid int, ok bool) {
-	rest, ok := strings.CutPrefix(name, RunTablePrefix)
-	if !ok {
-		return 0, false
-	}
-	p, n, _ := strings.Cut(rest, "-")
-	pid, err := strconv.Atoi(p)
-	if err != nil || pid <= 0 {
-		return 0, false
-	}
-	if _, err := strconv.Atoi(n); n != "" && err != nil {
-		return 0, false
-	}
-	return pid, true
-}
-
-// CgroupChainName is the chain, beside ChainName, that a socket of the
-// cgroup jumps to.
-const CgroupChainName = "cmd"
-
-// CgroupRules is what InstallCgroup installs.
-type CgroupRules struct {
-	// Table is the table's name (family inet); required, and it must start
-	// with RunTablePrefix so that ListRunTables finds it.
-	Table string
-	// CgroupID is the cgroup's id (the inode number of its directory in the
-	// cgroup2 file system); required.
-	CgroupID uint64
-	// CgroupPath is the cgroup's path below the cgroup2 mount, for the
-	// rules' comments only.
-	CgroupPath string
-	// Levels are the cgroup's candidate depths in the cgroup hierarchy (the
-	// root is level 0). The kernel compares the id of the socket's
-	// cgroup's ancestor at that level, so a level that is not the cgroup's
-	// own never matches (ids are unique): trying several is safe, and is
-	// what a caller does when it cannot know the depth (inside a cgroup
-	// namespace). Required.
-	Levels []uint32
-	// ToPort is the transparent listener's port; required.
-	ToPort uint16
-	// Ports are the TCP destination ports redirected. Empty: DefaultPorts.
-	Ports []uint16
-	// ExcludeMarks are socket marks never redirected.
-	ExcludeMarks []uint32
-}
 
 // InstallCgroup replaces the table r.Table with one that redirects the TCP
 // connections of sockets created in the cgroup r.CgroupID, IPv4 and IPv6,
@@ -170,15 +114,6 @@ func RemoveTable(name string) error {
 	c.AddTable(t)
 	c.DelTable(t)
 	return explain("remove the table "+name, c.Flush())
-}
-
-// RunTable is a table a `detour run --transparent` wrote.
-type RunTable struct {
-	// Name is the table's name.
-	Name string
-	// PID is the pid of the detour that wrote it (0 when the name is not
-	// one RunName makes).
-	PID int
 }
 
 // ListRunTables returns the tables of family inet whose names start with
