@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -32,15 +33,71 @@ import (
 // over either. These tests run each case with an HTTP/1.1 client, an
 // HTTP/2-only one, and curl both ways.
 
-// interceptClient is an app calling api.openai.com's chat completions
-// through detour as its HTTPS_PROXY, speaking one protocol.
-type interceptClient struct {
+// h2Client is one kind of app calling api.openai.com's chat completions
+// through detour: Go's HTTP/1.1 client, Go's HTTP/2-only client, or curl
+// speaking either.
+type h2Client struct {
 	name string
 	// proto is the protocol the answer must come over (Response.Proto).
 	proto string
-	// post sends body and returns the status, the protocol and the body,
-	// calling line (when set) with each line of the body as it arrives.
-	post func(t *testing.T, h *detourtest.Harness, body string, line func(string)) (status int, proto, answer string)
+	// h2 makes the Go client HTTP/2-only; curl, when set, is curl's
+	// protocol flag.
+	h2   bool
+	curl string
+}
+
+var h2Clients = []h2Client{
+	{name: "go HTTP/1.1", proto: "HTTP/1.1"},
+	{name: "go HTTP/2 only", proto: "HTTP/2.0", h2: true},
+	{name: "curl --http1.1", proto: "HTTP/1.1", curl: "--http1.1"},
+	{name: "curl --http2", proto: "HTTP/2.0", curl: "--http2"},
+}
+
+// appWay is how an app reaches detour: its Go transport, its curl command
+// line for a protocol flag (ending in url), and detour's log for failures.
+type appWay struct {
+	url       string
+	transport func() *http.Transport
+	curl      func(flag string) []string
+	log       func() string
+}
+
+// viaProxy is the way in of an app with detour h as its HTTPS_PROXY.
+func viaProxy(h *detourtest.Harness) appWay {
+	const url = "https://api.openai.com/v1/chat/completions"
+	return appWay{
+		url:       url,
+		transport: func() *http.Transport { return h.Transport() },
+		curl: func(flag string) []string {
+			return []string{"curl", flag, "-x", h.ProxyURL.String(), "--cacert", filepath.Join(h.Dir, "ca.pem"), url}
+		},
+		log: h.Log,
+	}
+}
+
+// skipUnavailable skips t for a curl client when curl has no HTTP/2.
+func (c h2Client) skipUnavailable(t *testing.T) {
+	if c.curl == "" {
+		return
+	}
+	if ok, why := curlHasHTTP2(); !ok {
+		t.Skipf("skipped: %s", why)
+	}
+}
+
+// post sends body the client's way and returns the status, the protocol
+// and the body, calling line (when set) with each line of the body as it
+// arrives.
+func (c h2Client) post(t *testing.T, way appWay, body string, line func(string)) (status int, proto, answer string) {
+	t.Helper()
+	if c.curl != "" {
+		return curlPost(t, way.curl(c.curl), way.log, body, line)
+	}
+	tr := way.transport()
+	if c.h2 {
+		tr = h2Only(tr)
+	}
+	return goPost(t, tr, way.url, body, line)
 }
 
 // h2Only makes t an HTTP/2-only transport: it offers only h2 by ALPN, and
@@ -49,21 +106,6 @@ func h2Only(t *http.Transport) *http.Transport {
 	t.Protocols = new(http.Protocols)
 	t.Protocols.SetHTTP2(true)
 	return t
-}
-
-func interceptClients(t *testing.T) []interceptClient {
-	clients := []interceptClient{
-		{name: "go HTTP/1.1", proto: "HTTP/1.1", post: goPost(func(h *detourtest.Harness) *http.Transport { return h.Transport() })},
-		{name: "go HTTP/2 only", proto: "HTTP/2.0", post: goPost(func(h *detourtest.Harness) *http.Transport { return h2Only(h.Transport()) })},
-	}
-	if ok, why := curlHasHTTP2(); ok {
-		clients = append(clients,
-			interceptClient{name: "curl --http1.1", proto: "HTTP/1.1", post: curlPost("--http1.1")},
-			interceptClient{name: "curl --http2", proto: "HTTP/2.0", post: curlPost("--http2")})
-	} else {
-		t.Logf("curl cases skipped: %s", why)
-	}
-	return clients
 }
 
 // curlHasHTTP2 reports whether a curl with HTTP/2 is installed.
@@ -80,80 +122,81 @@ func curlHasHTTP2() (bool, string) {
 	return false, "this curl has no HTTP/2 (no HTTP2 in curl -V's features)"
 }
 
-func goPost(transport func(*detourtest.Harness) *http.Transport) func(*testing.T, *detourtest.Harness, string, func(string)) (int, string, string) {
-	return func(t *testing.T, h *detourtest.Harness, body string, line func(string)) (int, string, string) {
-		t.Helper()
-		tr := transport(h)
-		defer tr.CloseIdleConnections()
-		resp, err := tr.RoundTrip(chatRequest(ctxT(t), body))
-		if err != nil {
-			t.Fatalf("POST through detour: %v", err)
-		}
-		defer resp.Body.Close()
-		noConnectionHeaders(t, resp.Header)
-		var all strings.Builder
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			if line != nil {
-				line(sc.Text())
-			}
-			all.WriteString(sc.Text() + "\n")
-		}
-		if err := sc.Err(); err != nil {
-			t.Fatalf("reading the answer: %v", err)
-		}
-		return resp.StatusCode, resp.Proto, all.String()
+func goPost(t *testing.T, tr *http.Transport, url, body string, line func(string)) (int, string, string) {
+	t.Helper()
+	defer tr.CloseIdleConnections()
+	resp, err := tr.RoundTrip(chatRequestTo(ctxT(t), url, body))
+	if err != nil {
+		t.Fatalf("POST through detour: %v", err)
 	}
+	defer resp.Body.Close()
+	noConnectionHeaders(t, resp.Header)
+	var all strings.Builder
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if line != nil {
+			line(sc.Text())
+		}
+		all.WriteString(sc.Text() + "\n")
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("reading the answer: %v", err)
+	}
+	return resp.StatusCode, resp.Proto, all.String()
 }
 
-// curlPost runs curl with protoFlag (--http1.1, --http2) through detour,
-// with no buffering of its output (-N), and reads its output as it comes.
-// curl refuses an HTTP/2 answer that carries connection-specific headers,
-// so it checks those too.
-func curlPost(protoFlag string) func(*testing.T, *detourtest.Harness, string, func(string)) (int, string, string) {
-	return func(t *testing.T, h *detourtest.Harness, body string, line func(string)) (int, string, string) {
-		t.Helper()
-		cmd := exec.CommandContext(ctxT(t), "curl", "-q", "-sS", "-N", protoFlag, "--max-time", "20",
-			"-x", h.ProxyURL.String(), "--cacert", filepath.Join(h.Dir, "ca.pem"),
-			"-H", "Authorization: Bearer "+appOpenAIKey, "-H", "Content-Type: application/json", "--data", body,
-			"-w", "\n%{http_code} %{http_version}", "https://api.openai.com/v1/chat/completions")
-		// No proxy or curlrc of the environment's: -x and -q say it all.
-		cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		var lines []string
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if line != nil {
-				line(sc.Text())
-			}
-			lines = append(lines, sc.Text())
-		}
-		if err := cmd.Wait(); err != nil {
-			t.Fatalf("curl %s: %v\n%s\ndetour's log:\n%s", protoFlag, err, stderr.String(), h.Log())
-		}
-		if len(lines) == 0 {
-			t.Fatalf("curl %s printed nothing", protoFlag)
-		}
-		var status int
-		var version string
-		if _, err := fmt.Sscanf(lines[len(lines)-1], "%d %s", &status, &version); err != nil {
-			t.Fatalf("curl %s: last line %q: %v", protoFlag, lines[len(lines)-1], err)
-		}
-		proto := map[string]string{"1.1": "HTTP/1.1", "2": "HTTP/2.0"}[version]
-		return status, proto, strings.Join(lines[:len(lines)-1], "\n")
+// curlPost runs argv (a curl command line ending in the URL, perhaps
+// behind a prefix such as `ip netns exec NS`) with no buffering of its
+// output (-N), and reads its output as it comes. curl refuses an HTTP/2
+// answer that carries connection-specific headers, so it checks those too.
+func curlPost(t *testing.T, argv []string, log func() string, body string, line func(string)) (int, string, string) {
+	t.Helper()
+	i := slices.Index(argv, "curl")
+	args := append(slices.Clone(argv[:i+1]), "-q", "-sS", "-N", "--max-time", "20",
+		"-H", "Authorization: Bearer "+appOpenAIKey, "-H", "Content-Type: application/json", "--data", body,
+		"-w", "\n%{http_code} %{http_version}")
+	args = append(args, argv[i+1:]...)
+	cmd := exec.CommandContext(ctxT(t), args[0], args[1:]...)
+	// No proxy or curlrc of the environment's: the flags say it all.
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
 	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if line != nil {
+			line(sc.Text())
+		}
+		lines = append(lines, sc.Text())
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("%s: %v\n%s\ndetour's log:\n%s", strings.Join(args, " "), err, stderr.String(), log())
+	}
+	if len(lines) == 0 {
+		t.Fatalf("%s printed nothing", strings.Join(args, " "))
+	}
+	var status int
+	var version string
+	if _, err := fmt.Sscanf(lines[len(lines)-1], "%d %s", &status, &version); err != nil {
+		t.Fatalf("curl: last line %q: %v", lines[len(lines)-1], err)
+	}
+	proto := map[string]string{"1.1": "HTTP/1.1", "2": "HTTP/2.0"}[version]
+	return status, proto, strings.Join(lines[:len(lines)-1], "\n")
 }
 
 func chatRequest(ctx context.Context, body string) *http.Request {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "https://api.openai.com/v1/chat/completions", strings.NewReader(body))
+	return chatRequestTo(ctx, "https://api.openai.com/v1/chat/completions", body)
+}
+
+func chatRequestTo(ctx context.Context, url, body string) *http.Request {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+appOpenAIKey)
 	req.Header.Set("Content-Type", "application/json")
 	return req
@@ -227,14 +270,16 @@ func chunkContent(t *testing.T, data string) string {
 // others speak HTTP/1.1 where HTTP/2 is wanted.
 func TestInterceptedAnswersAreAlikeOverH2AndHTTP1(t *testing.T) {
 	t.Parallel()
-	for _, c := range interceptClients(t) {
+	for _, c := range h2Clients {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
+			c.skipUnavailable(t)
 			primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 			backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
 			h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
+			way := viaProxy(h)
 
-			status, proto, body := c.post(t, h, smallChat, nil)
+			status, proto, body := c.post(t, way, smallChat, nil)
 			if status != http.StatusOK || proto != c.proto {
 				t.Fatalf("answer: %d over %s; want 200 over %s\n%s", status, proto, c.proto, body)
 			}
@@ -242,7 +287,7 @@ func TestInterceptedAnswersAreAlikeOverH2AndHTTP1(t *testing.T) {
 				t.Errorf("answer %q; want the primary's", got)
 			}
 
-			status, proto, body = c.post(t, h, streamChat, nil)
+			status, proto, body = c.post(t, way, streamChat, nil)
 			text, done := streamText(t, body)
 			if status != http.StatusOK || proto != c.proto || text != "Hello from primary." || !done {
 				t.Errorf("stream: %d over %s, text %q, [DONE] %v; want 200 over %s, the primary's text, [DONE]\n%s",
@@ -250,7 +295,7 @@ func TestInterceptedAnswersAreAlikeOverH2AndHTTP1(t *testing.T) {
 			}
 
 			primary.Script(fv.Fault{Kind: fv.Status, Status: 429, Class: fv.ClassInsufficientQuota})
-			status, proto, body = c.post(t, h, smallChat, nil)
+			status, proto, body = c.post(t, way, smallChat, nil)
 			if status != http.StatusOK || proto != c.proto {
 				t.Fatalf("failover: %d over %s; want 200 over %s\n%s", status, proto, c.proto, body)
 			}
@@ -298,9 +343,10 @@ func gatedStream(got chan struct{}) http.Handler {
 // its second delta only once the app has its first.
 func TestInterceptedStreamsAreIncrementalOverH2AndHTTP1(t *testing.T) {
 	t.Parallel()
-	for _, c := range interceptClients(t) {
+	for _, c := range h2Clients {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
+			c.skipUnavailable(t)
 			got := make(chan struct{})
 			up := httptest.NewTLSServer(gatedStream(got))
 			t.Cleanup(up.Close)
@@ -312,8 +358,9 @@ func TestInterceptedStreamsAreIncrementalOverH2AndHTTP1(t *testing.T) {
   "upstreams": {"u": {"shape": "openai", "base_url": %q, "ca_file": %q, "auth": {"from": "client"}}},
   "routes": [{"name": "r", "match": {"host": "api.openai.com", "path": "/v1/chat/completions"}, "chain": ["u"]}]
 }`, up.URL+"/v1", caFile))
+			way := viaProxy(h)
 			released := false
-			status, proto, body := c.post(t, h, streamChat, func(l string) {
+			status, proto, body := c.post(t, way, streamChat, func(l string) {
 				if data, ok := strings.CutPrefix(l, "data: "); ok && data != "[DONE]" && !released && chunkContent(t, data) == "one" {
 					released = true
 					close(got)
