@@ -53,9 +53,9 @@ var h2Clients = []h2Client{
 	{name: "curl --http2", proto: "HTTP/2.0", curl: "--http2"},
 }
 
-// appWay is how an app reaches detour: its Go transport, its curl command
+// h2Way is how an app reaches detour: its Go transport, its curl command
 // line for a protocol flag (ending in url), and detour's log for failures.
-type appWay struct {
+type h2Way struct {
 	url       string
 	transport func() *http.Transport
 	curl      func(flag string) []string
@@ -63,9 +63,9 @@ type appWay struct {
 }
 
 // viaProxy is the way in of an app with detour h as its HTTPS_PROXY.
-func viaProxy(h *detourtest.Harness) appWay {
+func viaProxy(h *detourtest.Harness) h2Way {
 	const url = "https://api.openai.com/v1/chat/completions"
-	return appWay{
+	return h2Way{
 		url:       url,
 		transport: func() *http.Transport { return h.Transport() },
 		curl: func(flag string) []string {
@@ -88,7 +88,7 @@ func (c h2Client) skipUnavailable(t *testing.T) {
 // post sends body the client's way and returns the status, the protocol
 // and the body, calling line (when set) with each line of the body as it
 // arrives.
-func (c h2Client) post(t *testing.T, way appWay, body string, line func(string)) (status int, proto, answer string) {
+func (c h2Client) post(t *testing.T, way h2Way, body string, line func(string)) (status int, proto, answer string) {
 	t.Helper()
 	if c.curl != "" {
 		return curlPost(t, way.curl(c.curl), way.log, body, line)
