@@ -5,12 +5,15 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,7 +27,9 @@ import (
 
 	"github.com/detour-proxy/detour/internal/detourtest"
 	fv "github.com/detour-proxy/detour/internal/fakevendor"
+	"github.com/detour-proxy/detour/internal/mitm"
 	"github.com/detour-proxy/detour/internal/testsupport"
+	"github.com/detour-proxy/detour/proxy"
 	"github.com/detour-proxy/detour/rewrite"
 )
 
@@ -64,12 +69,12 @@ type h2Way struct {
 
 // viaProxy is the way in of an app with detour h as its HTTPS_PROXY.
 func viaProxy(h *detourtest.Harness) h2Way {
-	const url = "https://api.openai.com/v1/chat/completions"
+	const chatURL = "https://api.openai.com/v1/chat/completions"
 	return h2Way{
-		url:       url,
+		url:       chatURL,
 		transport: func() *http.Transport { return h.Transport() },
 		curl: func(flag string) []string {
-			return []string{"curl", flag, "-x", h.ProxyURL.String(), "--cacert", filepath.Join(h.Dir, "ca.pem"), url}
+			return []string{"curl", flag, "-x", h.ProxyURL.String(), "--cacert", filepath.Join(h.Dir, "ca.pem"), chatURL}
 		},
 		log: h.Log,
 	}
@@ -583,5 +588,83 @@ func TestH2RefusesConnectionSpecificAndForeignHostRequests(t *testing.T) {
 	}
 	if primary.Calls() != 1 || backup.Calls() != 0 {
 		t.Errorf("vendor calls: primary %d, backup %d; want only the well-formed request's", primary.Calls(), backup.Calls())
+	}
+}
+
+// TestStopEndsAnH2StreamAtTheDrainTimeout: when detour stops, a stream an
+// app reads over HTTP/2 gets the same in-stream error at drain_timeout as
+// over HTTP/1.1, and detour then exits: net/http's HTTP/2 server is part
+// of the inner server's shutdown.
+func TestStopEndsAnH2StreamAtTheDrainTimeout(t *testing.T) {
+	t.Parallel()
+	v := detourtest.NewVendor(t, rewrite.OpenAI, "v")
+	dir := t.TempDir()
+	policyPath := filepath.Join(dir, "policy.json")
+	pol := fmt.Sprintf(`{
+  "ca": {"cert_file": %q, "key_file": %q}, "admin_listen": "off", "drain_timeout": "200ms",
+  "upstreams": {"v": {"shape": "openai", "base_url": %q, "ca_file": %q, "auth": {"from": "client"}}},
+  "routes": [{"name": "r", "match": {"host": "api.openai.com", "path": "/v1/chat/completions"}, "chain": ["v"]}]}`,
+		filepath.Join(dir, "ca.pem"), filepath.Join(dir, "ca-key.pem"), v.BaseURL(), v.CAFile)
+	if err := os.WriteFile(policyPath, []byte(pol), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	logs := &detourtest.SyncBuffer{}
+	ready := make(chan *mitm.CA, 1)
+	served := make(chan error, 1)
+	go func() {
+		served <- proxy.Serve(ctx, proxy.Options{PolicyPath: policyPath, Stderr: logs, Listener: ln,
+			Ready: func(_ net.Addr, ca *mitm.CA) { ready <- ca }})
+	}()
+	var pool *x509.CertPool
+	select {
+	case ca := <-ready:
+		pool = x509.NewCertPool()
+		pool.AddCert(ca.Cert)
+	case err := <-served:
+		t.Fatalf("detour did not start: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("detour did not start within 10s")
+	}
+	v.Script(fv.Fault{Kind: fv.StreamStall, Delay: time.Minute})
+
+	tr := h2Only(&http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: ln.Addr().String()}), TLSClientConfig: &tls.Config{RootCAs: pool}})
+	defer tr.CloseIdleConnections()
+	resp, err := tr.RoundTrip(chatRequest(ctxT(t), streamChat))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.Proto != "HTTP/2.0" {
+		t.Fatalf("stream over %s; want HTTP/2.0", resp.Proto)
+	}
+	rd := bufio.NewReader(resp.Body)
+	if _, err := rd.ReadString('\n'); err != nil {
+		t.Fatalf("no first event: %v", err)
+	}
+	stop()
+	rest, err := io.ReadAll(rd)
+	if err != nil {
+		t.Fatalf("stream ended with %v; want a clean end after the error event", err)
+	}
+	want := `data: {"error":{"message":"detour is shutting down and its drain timeout (drain_timeout) ran out while this request was still running; retry the request","type":"server_error","param":null,"code":"server_is_overloaded"}}` + "\n\n"
+	if !strings.HasSuffix(string(rest), want) {
+		t.Errorf("stream ends with %q; want the drain's error event", rest)
+	}
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Errorf("Serve = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("detour did not stop after its drain timeout")
+	}
+	if !strings.Contains(logs.String(), `"outcome":"drained"`) {
+		t.Errorf("log lacks the drained request:\n%s", logs.String())
 	}
 }

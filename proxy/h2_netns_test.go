@@ -149,9 +149,9 @@ func TestH2AndHTTP1InTransparentMode(t *testing.T) {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(caPEM)
 	vendorAddr := net.JoinHostPort(hostIP, vendorPort)
-	url := "https://api.openai.com:" + vendorPort + "/v1/chat/completions"
+	chatURL := "https://api.openai.com:" + vendorPort + "/v1/chat/completions"
 	way := h2Way{
-		url: url,
+		url: chatURL,
 		transport: func() *http.Transport {
 			// The app resolves api.openai.com to the vendor's address
 			// and dials it; the kernel sends it to detour.
@@ -165,7 +165,7 @@ func TestH2AndHTTP1InTransparentMode(t *testing.T) {
 		},
 		curl: func(flag string) []string {
 			return []string{"ip", "netns", "exec", ns, "curl", flag, "--cacert", detourCA,
-				"--resolve", "api.openai.com:" + vendorPort + ":" + hostIP, url}
+				"--resolve", "api.openai.com:" + vendorPort + ":" + hostIP, chatURL}
 		},
 		log: log.String,
 	}
