@@ -3,7 +3,6 @@ package proxy
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"net"
 	"net/http"
 	"strconv"
@@ -39,11 +38,6 @@ type framingConn struct {
 	net.Conn
 	mu sync.Mutex
 	sc framingScanner
-	// handshakeFailed, when set, logs a failed TLS handshake: wrapping
-	// a *tls.Conn hides it from net/http, which would otherwise do (and
-	// log) the handshake itself.
-	handshakeFailed func(error)
-	handshook       bool
 }
 
 func newFramingConn(c net.Conn) *framingConn {
@@ -51,17 +45,6 @@ func newFramingConn(c net.Conn) *framingConn {
 }
 
 func (c *framingConn) Read(p []byte) (int, error) {
-	if !c.handshook {
-		c.handshook = true
-		if tc, ok := c.Conn.(*tls.Conn); ok {
-			if err := tc.Handshake(); err != nil {
-				if c.handshakeFailed != nil {
-					c.handshakeFailed(err)
-				}
-				return 0, err
-			}
-		}
-	}
 	n, err := c.Conn.Read(p)
 	if n > 0 {
 		c.mu.Lock()

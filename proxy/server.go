@@ -113,9 +113,11 @@ func NewServer(store *policy.Store, signer *mitm.Signer, runner *chain.Runner, l
 		IdleTimeout:       IdleConnTimeout,
 		ErrorLog:          log.New(serverErrorLog{logger}, "", 0),
 		ConnContext:       s.connContext,
-		// Intercepted connections speak HTTP/1.1 only (the leaf's ALPN says
-		// so); an empty map disables the server's automatic h2.
-		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
+		// Intercepted connections speak HTTP/1.1 or HTTP/2, as the app
+		// chose by ALPN (h2.go). TLSNextProto is left nil so that Serve
+		// sets up net/http's HTTP/2 server with this configuration.
+		Protocols: interceptedProtocols(),
+		HTTP2:     interceptedHTTP2(),
 	}
 	return s
 }
@@ -276,15 +278,7 @@ func (s *Server) intercept(client net.Conn, t chain.Target) {
 		}
 		return cert, err
 	}
-	tc := newFramingConn(tls.Server(client, cfg))
-	tc.handshakeFailed = func(err error) {
-		s.inner.ErrorLog.Printf("http: TLS handshake error from %s: %v", client.RemoteAddr(), err)
-	}
-	s.targets.Store(tc, t)
-	if !s.innerLn.push(tc) {
-		s.targets.Delete(tc)
-		_ = tc.Close()
-	}
+	s.serveIntercepted(tls.Server(client, cfg), client, t)
 }
 
 type targetKey struct{}

@@ -230,13 +230,17 @@ var ErrSNIMismatch = errors.New("mitm: the TLS server name is not the CONNECT ho
 // signature and one cache entry per name; connectHost is one the policy
 // intercepts, so the leaves are bounded by the policy's routes.
 //
-// Only HTTP/1.1 is offered: detour serves intercepted connections with
-// HTTP/1.1 (goproxy's AllowHTTP2 relays raw frames past the handlers).
+// ALPN offers h2 and then http/1.1, as the vendors' servers do: a client
+// that speaks only HTTP/2 (gRPC-style stacks, some fetch implementations)
+// would otherwise get a no_application_protocol alert, and one that speaks
+// both gets h2, as it would from the vendor. The server of the connection
+// must serve both (detour's inner http.Server does, by the negotiated
+// protocol). A client that offers no ALPN gets HTTP/1.1.
 func (s *Signer) TLSConfig(connectHost string) *tls.Config {
 	want, _, wantErr := normalizeHost(connectHost)
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
-		NextProtos: []string{"http/1.1"},
+		NextProtos: []string{"h2", "http/1.1"},
 		GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 			if hello.ServerName != "" && wantErr == nil {
 				// Compared normalised: case and a trailing dot do not

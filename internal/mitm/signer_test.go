@@ -348,7 +348,7 @@ func TestTLSHandshakeThroughHTTPTestServer(t *testing.T) {
 	get := func(roots *x509.CertPool) (*http.Response, error) {
 		tr := &http.Transport{
 			TLSClientConfig:   &tls.Config{RootCAs: roots, ServerName: "example.test"},
-			ForceAttemptHTTP2: true, // offer h2: detour must still answer HTTP/1.1
+			ForceAttemptHTTP2: true, // offer h2 and http/1.1: the leaf's ALPN prefers h2
 		}
 		defer tr.CloseIdleConnections()
 		return (&http.Client{Transport: tr}).Get(srv.URL)
@@ -360,7 +360,7 @@ func TestTLSHandshakeThroughHTTPTestServer(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if got, want := string(body), "HTTP/1.1 http/1.1"; got != want {
+	if got, want := string(body), "HTTP/2.0 h2"; got != want {
 		t.Errorf("served %q; want %q", got, want)
 	}
 	if peer := resp.TLS.PeerCertificates[0]; peer.Issuer.String() != ca.Cert.Subject.String() ||
@@ -409,8 +409,36 @@ func TestTLSConfigFallsBackToConnectHostWithoutSNI(t *testing.T) {
 	if ips := state.PeerCertificates[0].IPAddresses; len(ips) != 1 || !ips[0].Equal(net.ParseIP("192.0.2.7")) {
 		t.Errorf("leaf IPs = %v; want [192.0.2.7]", ips)
 	}
-	if state.NegotiatedProtocol != "http/1.1" {
-		t.Errorf("ALPN = %q; want http/1.1", state.NegotiatedProtocol)
+	if state.NegotiatedProtocol != "h2" {
+		t.Errorf("ALPN = %q; want h2", state.NegotiatedProtocol)
+	}
+}
+
+// The leaf offers h2 and http/1.1, preferring h2 as the vendors' servers
+// do: a client that speaks only one of them gets that one, never an alert,
+// and a client that names none gets no ALPN (and speaks HTTP/1.1).
+func TestTLSConfigOffersH2AndHTTP1(t *testing.T) {
+	t.Parallel()
+	ca := newTestCA(t)
+	s := newTestSigner(t, ca, 0)
+	for _, tc := range []struct {
+		offer []string
+		want  string
+	}{
+		{[]string{"h2"}, "h2"},
+		{[]string{"http/1.1"}, "http/1.1"},
+		{[]string{"http/1.1", "h2"}, "h2"},
+		{[]string{"h2", "http/1.1"}, "h2"},
+		{nil, ""},
+	} {
+		state, err := handshake(t, s, "example.test", &tls.Config{RootCAs: caPool(ca), ServerName: "example.test", NextProtos: tc.offer})
+		if err != nil {
+			t.Errorf("client offering %q: handshake: %v", tc.offer, err)
+			continue
+		}
+		if state.NegotiatedProtocol != tc.want {
+			t.Errorf("client offering %q: ALPN = %q; want %q", tc.offer, state.NegotiatedProtocol, tc.want)
+		}
 	}
 }
 
