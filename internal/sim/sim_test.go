@@ -162,9 +162,11 @@ func TestQuotaCooldownSavesPrimaryCalls(t *testing.T) {
 func TestBreakerCutsCallsToDeadUpstream(t *testing.T) {
 	t.Parallel()
 	opts := small()
-	// Past open_for (60s): the breaker opens, lets its half-open probes
-	// through at 60s and opens again when they fail, so the run holds every
-	// transition the comparison depends on; a longer run repeats them.
+	// Past open_for (60s): the breaker opens within the first second, lets
+	// a half-open probe through after 60s and opens again when it fails, so
+	// the run holds every transition the comparison depends on (5 and 1
+	// calls in the two minutes, against 600 and 100 with the breaker off);
+	// a longer run repeats them.
 	opts.BreakerRun = policy.DefaultBreakerOpenFor + 10*time.Second
 	for _, dead := range []string{dead503, deadRefused} {
 		// Each row has its own runner, fakes and virtual clock.
