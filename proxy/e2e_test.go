@@ -228,6 +228,7 @@ func TestStopClassesReachTheAppUnmasked(t *testing.T) {
 		{"anthropic 401", rewrite.Anthropic, 401, fv.ClassAuth},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			primary := detourtest.NewVendor(t, tc.shape, "primary")
 			backup := detourtest.NewVendor(t, tc.shape, "backup")
 			h := detourtest.Start(t, twoUpstreams(t, tc.shape, primary, backup, ""))
@@ -364,6 +365,7 @@ func TestSecondUpstreamNeverSeesTheAppKey(t *testing.T) {
 	t.Parallel()
 	for _, shape := range []rewrite.Shape{rewrite.OpenAI, rewrite.Anthropic} {
 		t.Run(string(shape), func(t *testing.T) {
+			t.Parallel()
 			primary := detourtest.NewVendor(t, shape, "primary")
 			backup := detourtest.NewVendor(t, shape, "backup")
 			h := detourtest.Start(t, twoUpstreams(t, shape, primary, backup, ""))

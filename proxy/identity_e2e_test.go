@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go"
@@ -36,21 +38,30 @@ var appIdentity = map[rewrite.Shape]map[string]string{
 }
 
 // identityPolicy chains, for the app's vendor host: the primary with the
-// app's own key, a backup of the app's shape with detour's key from the
-// environment, and a backup of another shape, also with detour's key.
-func identityPolicy(app rewrite.Shape, primary, same, other *detourtest.Vendor) string {
+// app's own key, a backup of the app's shape with detour's key from a file,
+// and a backup of another shape, also with detour's key. The keys are files
+// rather than environment variables so that the test can run in parallel.
+func identityPolicy(t *testing.T, app rewrite.Shape, primary, same, other *detourtest.Vendor) string {
+	t.Helper()
+	dir := t.TempDir()
+	sameKey, otherKey := filepath.Join(dir, "same.key"), filepath.Join(dir, "other.key")
+	for file, key := range map[string]string{sameKey: "detour-same-key", otherKey: "detour-other-key"} {
+		if err := os.WriteFile(file, []byte(key+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	path := map[rewrite.Shape]string{rewrite.OpenAI: "/v1/chat/completions", rewrite.Anthropic: "/v1/messages", rewrite.Gemini: "/v1beta/models/*"}[app]
 	up := other.Vendor.Shape()
 	return fmt.Sprintf(`{
   "upstreams": {
     "primary": {"shape": %q, "base_url": %q, "ca_file": %q, "auth": {"from": "client"}},
-    "same":    {"shape": %q, "base_url": %q, "ca_file": %q, "auth": {"env": "DETOUR_TEST_SAME_KEY"}},
-    "other":   {"shape": %q, "base_url": %q, "ca_file": %q, "auth": {"env": "DETOUR_TEST_OTHER_KEY"}, "models": {"*": %q}}
+    "same":    {"shape": %q, "base_url": %q, "ca_file": %q, "auth": {"file": %q}},
+    "other":   {"shape": %q, "base_url": %q, "ca_file": %q, "auth": {"file": %q}, "models": {"*": %q}}
   },
   "routes": [{"name": "r", "match": {"host": %q, "path": %q}, "chain": ["primary", "same", "other"]}]
 }`, app, primary.BaseURL(), primary.CAFile,
-		app, same.BaseURL(), same.CAFile,
-		up, other.BaseURL(), other.CAFile, upstreamModel[up],
+		app, same.BaseURL(), same.CAFile, sameKey,
+		up, other.BaseURL(), other.CAFile, otherKey, upstreamModel[up],
 		app.DefaultHost(), path)
 }
 
@@ -59,17 +70,16 @@ func identityPolicy(app rewrite.Shape, primary, same, other *detourtest.Vendor) 
 // takes the app's own key, and neither a backup of the app's shape with
 // detour's key nor one of another shape.
 func TestAppIdentityGoesOnlyWithTheAppKey(t *testing.T) {
-	// t.Setenv: not parallel.
-	t.Setenv("DETOUR_TEST_SAME_KEY", "detour-same-key")
-	t.Setenv("DETOUR_TEST_OTHER_KEY", "detour-other-key")
+	t.Parallel()
 	for _, app := range rewrite.Shapes {
 		t.Run(string(app), func(t *testing.T) {
+			t.Parallel()
 			primary := detourtest.NewVendor(t, app, "primary")
 			same := detourtest.NewVendor(t, app, "same")
 			other := detourtest.NewVendor(t, otherShape(app), "other")
 			primary.Script(fv.Fault{Kind: fv.Status, Status: 503, Class: fv.ClassOverloaded})
 			same.Script(fv.Fault{Kind: fv.Status, Status: 503, Class: fv.ClassOverloaded})
-			h := detourtest.Start(t, identityPolicy(app, primary, same, other))
+			h := detourtest.Start(t, identityPolicy(t, app, primary, same, other))
 
 			if text := askWithIdentity(t, app, h); text != "Hello from other." {
 				t.Fatalf("answer %q; want the last backup's", text)

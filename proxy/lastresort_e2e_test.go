@@ -36,6 +36,7 @@ func TestStaticAndCacheAnswersParseInEverySDK(t *testing.T) {
 	for _, app := range rewrite.Shapes {
 		for _, stream := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s stream %v", app, stream), func(t *testing.T) {
+				t.Parallel()
 				primary := detourtest.NewVendor(t, app, "primary")
 				primary.SetDefault(fv.Fault{Kind: fv.Status, Status: 503, Class: fv.ClassOverloaded})
 				h := detourtest.Start(t, lastResortPolicy(app, primary, true, ""))
@@ -85,6 +86,7 @@ func TestHedgingAndRetriesWithEverySDK(t *testing.T) {
 	for _, app := range rewrite.Shapes {
 		for _, stream := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s stream %v", app, stream), func(t *testing.T) {
+				t.Parallel()
 				primary := detourtest.NewVendor(t, app, "primary")
 				backup := detourtest.NewVendor(t, otherShape(app), "backup")
 				pol := crossPolicy(t, app, primary, backup)

@@ -31,6 +31,7 @@ import (
 // /policy/history keeps the ok entries. Before, every log line reset the
 // debounce, so no edit applied while requests flowed.
 func TestHotReloadWithTheLogInThePolicyDirectoryUnderLoad(t *testing.T) {
+	t.Parallel()
 	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
 	b := detourtest.NewVendor(t, rewrite.OpenAI, "b")
 	dir := t.TempDir()

@@ -50,6 +50,7 @@ func (c *pipelinedConn) Read(p []byte) (int, error) {
 }
 
 func TestClientHelloInTheConnectWriteIsNotLost(t *testing.T) {
+	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
 	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
@@ -76,6 +77,7 @@ func TestClientHelloInTheConnectWriteIsNotLost(t *testing.T) {
 }
 
 func TestBaseURLRefusesWebPagesAndForeignHosts(t *testing.T) {
+	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
 	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, ""))

@@ -65,6 +65,7 @@ func TestCrossVendorFailoverWithOfficialSDKs(t *testing.T) {
 			for _, stream := range []bool{false, true} {
 				name := fmt.Sprintf("%s app, %s backup, stream %v", app, up, stream)
 				t.Run(name, func(t *testing.T) {
+					t.Parallel()
 					primary := detourtest.NewVendor(t, app, "primary")
 					primary.SetDefault(fv.Fault{Kind: fv.Status, Status: 503, Class: fv.ClassOverloaded})
 					backup := detourtest.NewVendor(t, up, "backup")
