@@ -22,10 +22,13 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 // RunWith returns `detour run [--policy FILE] -- CMD ARGS…`: detour on free
-// loopback ports, CMD run with HTTPS_PROXY and a CA bundle that send its LLM
-// calls through it, signals passed on, CMD's exit status passed back (as an
-// ExitError), and a failover summary on stderr. builtin is the policy used
-// when there is neither --policy nor ./policy.json.
+// loopback ports, CMD run with the variables that send its LLM calls
+// through it (HTTPS_PROXY and a CA bundle, the SDK base URLs of the routed
+// vendors, JAVA_TOOL_OPTIONS; see internal/devrun), signals passed on, CMD's
+// exit status passed back (as an ExitError), and a summary on stderr (who
+// answered, which way each request came in, and connections that went past
+// detour). builtin is the policy used when there is neither --policy nor
+// ./policy.json.
 func RunWith(builtin []byte) Command {
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fs := newFlags("run", runSynopsis, stderr)

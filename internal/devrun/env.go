@@ -24,6 +24,12 @@ type vars struct {
 	Admin  string // http://127.0.0.1:PORT, or "" when the admin listener is off
 	Bundle string // system roots + detour CA
 	NodeCA string // detour CA (and any certificates NODE_EXTRA_CA_CERTS named before)
+	// BaseURLs are the SDK base-URL variables to set (baseURLs), none
+	// that the user had set.
+	BaseURLs [][2]string
+	// JavaOptions is the whole JAVA_TOOL_OPTIONS (the user's value and
+	// detour's properties, javaToolOptions); "" sets none.
+	JavaOptions string
 }
 
 // childEnv returns base with detour's variables set, replacing any value
@@ -35,7 +41,9 @@ type vars struct {
 // replaces a trust store (SSL_CERT_FILE: Go, OpenSSL, httpx; REQUESTS_CA_BUNDLE:
 // requests; CURL_CA_BUNDLE: curl), and NODE_EXTRA_CA_CERTS gets detour's CA
 // alone because Node adds it to its built-in roots. NODE_USE_ENV_PROXY=1
-// makes Node (≥ 22.21 / 24.5) honour HTTPS_PROXY at all.
+// makes Node (≥ 22.21 / 24.5) honour HTTPS_PROXY at all; older Node is
+// reached through the SDK base-URL variables, and Java through
+// JAVA_TOOL_OPTIONS (java.go).
 func childEnv(base []string, v vars) []string {
 	set := [][2]string{
 		{"HTTPS_PROXY", v.Proxy}, {"https_proxy", v.Proxy},
@@ -47,6 +55,10 @@ func childEnv(base []string, v vars) []string {
 		{"NODE_EXTRA_CA_CERTS", v.NodeCA},
 		{"NODE_USE_ENV_PROXY", "1"},
 		{"DETOUR_PROXY_URL", v.Proxy},
+	}
+	set = append(set, v.BaseURLs...)
+	if v.JavaOptions != "" {
+		set = append(set, [2]string{"JAVA_TOOL_OPTIONS", v.JavaOptions})
 	}
 	if v.Admin != "" {
 		set = append(set, [2]string{"DETOUR_ADMIN_URL", v.Admin})
@@ -75,16 +87,18 @@ func childEnv(base []string, v vars) []string {
 type trustFiles struct {
 	bundle string // system roots + detour CA
 	nodeCA string // for NODE_EXTRA_CA_CERTS
+	java   string // the bundle as a PKCS12 trust store, for Java
 }
 
-// writeTrustFiles writes the trust bundle and Node's extra-CA file into dir.
+// writeTrustFiles writes the trust bundle, Java's trust store (the same
+// certificates) and Node's extra-CA file into dir.
 // The system roots are read as mitm.WriteBundle reads them: from the
 // process's SSL_CERT_FILE when set (a bundle a company already gave its
 // developers keeps working), else from the distribution's bundle. Without
 // any, the bundle holds detour's CA alone and warning says what that breaks.
 // NODE_EXTRA_CA_CERTS is read from env, the environment CMD inherits.
 func writeTrustFiles(dir string, ca *mitm.CA, env []string) (trustFiles, string, error) {
-	files := trustFiles{bundle: filepath.Join(dir, "ca-bundle.pem"), nodeCA: filepath.Join(dir, "node-extra-ca.pem")}
+	files := trustFiles{bundle: filepath.Join(dir, "ca-bundle.pem"), nodeCA: filepath.Join(dir, "node-extra-ca.pem"), java: filepath.Join(dir, "java-truststore.p12")}
 	var warning string
 	var bundle bytes.Buffer
 	err := mitm.WriteBundle(&bundle, ca, true)
@@ -98,6 +112,9 @@ func writeTrustFiles(dir string, ca *mitm.CA, env []string) (trustFiles, string,
 	}
 	if err := os.WriteFile(files.bundle, bundle.Bytes(), 0o644); err != nil {
 		return files, "", fmt.Errorf("detour run: CA bundle: %w", err)
+	}
+	if err := writeJavaTrustStore(files.java, bundle.Bytes()); err != nil {
+		return files, "", err
 	}
 
 	// NODE_EXTRA_CA_CERTS holds one file: keep the certificates the user

@@ -1,13 +1,17 @@
 // Package devrun implements `detour run -- CMD ARGS…`, the development
 // wrapper: it starts detour in-process on free loopback ports, runs CMD with
-// the environment that sends its LLM calls through detour (HTTPS_PROXY and a
-// CA bundle that trusts detour), passes signals on to it, and when CMD exits
-// stops detour, prints a one-line failover summary and reports CMD's exit
-// status.
+// the environment that sends its LLM calls through detour whatever its
+// runtime honours (HTTPS_PROXY and a CA bundle that trusts detour; the
+// official SDKs' base-URL variables for runtimes that ignore the proxy, such
+// as Node before 22.21; JAVA_TOOL_OPTIONS with a PKCS12 trust store for
+// Java), passes signals on to it, warns when one of CMD's processes
+// connects to a vendor past detour (Linux), and when CMD exits stops detour,
+// prints a one-line summary and reports CMD's exit status.
 //
 // It wires existing parts together (proxy.Serve, mitm.WriteBundle, the
-// request records of internal/chain); it adds no proxy behaviour of its own.
-// It must not import internal/cli, which imports it.
+// request records of internal/chain, the policy's routes and upstreams); it
+// adds no proxy behaviour of its own. It must not import internal/cli,
+// which imports it.
 package devrun
 
 import (
@@ -21,6 +25,8 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/detour-proxy/detour/internal/mitm"
@@ -124,6 +130,8 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	if opts.Stderr == nil {
 		opts.Stderr = io.Discard
 	}
+	// The bypass watcher warns on Stderr while CMD writes to it.
+	opts.Stdout, opts.Stderr = serialize(opts.Stdout, opts.Stderr)
 	if opts.Drain <= 0 {
 		opts.Drain = DefaultDrain
 	}
@@ -245,11 +253,19 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	if warning != "" {
 		fmt.Fprintf(opts.Stderr, "detour run: warning: %s\n", warning)
 	}
-	fmt.Fprintln(opts.Stderr, banner(proxyURL, adminURL, logFile))
+	sdkVars, kept := baseURLs(pol, proxyURL, opts.Env)
+	fmt.Fprintln(opts.Stderr, banner(proxyURL, adminURL, logFile, sdkVars))
+	for _, note := range kept {
+		fmt.Fprintf(opts.Stderr, "detour run: note: %s\n", note)
+	}
 
 	cmd := exec.Command(path, opts.Command[1:]...)
 	cmd.Args[0] = opts.Command[0] // what the user typed, as a shell passes it
-	cmd.Env = childEnv(opts.Env, vars{Proxy: proxyURL, Admin: adminURL, Bundle: files.bundle, NodeCA: files.nodeCA})
+	cmd.Env = childEnv(opts.Env, vars{
+		Proxy: proxyURL, Admin: adminURL, Bundle: files.bundle, NodeCA: files.nodeCA,
+		BaseURLs:    sdkVars,
+		JavaOptions: javaToolOptions(lookupEnv(opts.Env, "JAVA_TOOL_OPTIONS"), ln.Addr().String(), files.java),
+	})
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = opts.Stdin, opts.Stdout, opts.Stderr
 	cmd.WaitDelay = pipeWait
 
@@ -273,6 +289,15 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	// an app did not shut down as expected.
 	logger := proxy.NewLogger(logw, pol.LogLevel).With().Str("component", "run").Logger()
 	logger.Info().Strs("command", opts.Command).Int("pid", cmd.Process.Pid).Msg("command started")
+	own := []net.Addr{ln.Addr()}
+	if adminLn != nil {
+		own = append(own, adminLn.Addr())
+	}
+	stopWatch, unchecked := watchBypasses(cmd.Process.Pid, newBypassTargets(pol, own...), func(b Bypass) {
+		fmt.Fprintf(opts.Stderr, "detour run: warning: %s (pid %d) connected to %s directly, so detour never saw that call: %s\n", b.Runtime, b.PID, b.Remote, hint(b.Runtime))
+		logger.Warn().Str("runtime", b.Runtime).Int("pid", b.PID).Str("remote", b.Remote).Msg("connection past detour")
+	})
+	defer stopWatch()
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
 	fw := &forwarder{child: cmd.Process, delivered: keyboardDelivered}
@@ -305,6 +330,7 @@ loop:
 			fmt.Fprintf(opts.Stderr, "detour run: detour stopped while %s is running: %v\n", opts.Command[0], err)
 		}
 	}
+	unseen := stopWatch()
 	if cmd.ProcessState == nil {
 		return res, fmt.Errorf("detour run: waiting for %s: %w", opts.Command[0], waitErr)
 	}
@@ -315,6 +341,7 @@ loop:
 		fmt.Fprintf(opts.Stderr, "detour run: detour stopped with an error: %v\n", err)
 	}
 	res.Summary = t.summary()
+	res.Summary.Unseen, res.Summary.UnseenUnchecked = unseen, unchecked
 	line := res.Summary.String()
 	if res.Summary.Errors > 0 && logFile != "" {
 		line += " (details: " + logFile + ")"
@@ -364,8 +391,9 @@ func openLog(name string, stderr io.Writer) (io.Writer, string, func(), error) {
 	return f, abs, func() { f.Close() }, nil
 }
 
-// banner is the line printed before CMD starts.
-func banner(proxyURL, adminURL, logFile string) string {
+// banner is the line printed before CMD starts: where detour listens, where
+// it logs, and which SDK base-URL variables it set.
+func banner(proxyURL, adminURL, logFile string, sdkVars [][2]string) string {
 	s := "detour run: proxy " + proxyURL
 	if adminURL != "" {
 		s += ", admin " + adminURL
@@ -373,5 +401,50 @@ func banner(proxyURL, adminURL, logFile string) string {
 	if logFile != "" {
 		s += ", log " + logFile
 	}
+	if len(sdkVars) > 0 {
+		names := make([]string, len(sdkVars))
+		for i, kv := range sdkVars {
+			names[i] = kv[0]
+		}
+		s += ", base URL in " + strings.Join(names, " ")
+	}
 	return s
+}
+
+// serialize makes Stderr safe to write while CMD writes to it: a file
+// already is (each write is one system call), and any other writer is
+// wrapped with a lock, shared with Stdout when CMD's two outputs are one
+// writer (exec.Cmd then copies both through one goroutine, which the lock
+// must cover too).
+func serialize(stdout, stderr io.Writer) (io.Writer, io.Writer) {
+	if _, ok := stderr.(*os.File); ok {
+		return stdout, stderr
+	}
+	l := &lockedWriter{w: stderr}
+	if sameWriter(stdout, stderr) {
+		return l, l
+	}
+	return stdout, l
+}
+
+// sameWriter reports whether a and b are the same writer, as exec.Cmd
+// decides it (a writer of a type that cannot be compared is no other's).
+func sameWriter(a, b io.Writer) (same bool) {
+	defer func() {
+		if recover() != nil {
+			same = false
+		}
+	}()
+	return a == b
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -59,12 +59,13 @@ func quietPolicy(t *testing.T) string {
 }
 
 // baseEnv is the test process's environment without anything that would
-// point an OpenAI client elsewhere than api.openai.com, and without a
-// NODE_EXTRA_CA_CERTS of the machine's, plus extra.
+// point an SDK elsewhere than its vendor's host, and without a
+// NODE_EXTRA_CA_CERTS or JAVA_TOOL_OPTIONS of the machine's, plus extra.
 func baseEnv(extra ...string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "OPENAI_") && !strings.HasPrefix(kv, "NODE_EXTRA_CA_CERTS=") {
+		if !strings.HasPrefix(kv, "OPENAI_") && !strings.HasPrefix(kv, "NODE_EXTRA_CA_CERTS=") &&
+			!strings.HasPrefix(kv, "ANTHROPIC_") && !strings.HasPrefix(kv, "GOOGLE_GEMINI_BASE_URL=") && !strings.HasPrefix(kv, "JAVA_TOOL_OPTIONS=") {
 			env = append(env, kv)
 		}
 	}
@@ -146,6 +147,9 @@ func appCommand(t *testing.T) (string, []string) {
 func TestMain(m *testing.M) {
 	if os.Getenv(appEnv) == "1" {
 		os.Exit(openaiapp.Main())
+	}
+	if addr := os.Getenv(dialerEnv); addr != "" {
+		os.Exit(dialerMain(addr))
 	}
 	os.Exit(m.Run())
 }
@@ -487,5 +491,40 @@ func TestInvalidPolicyRunsNothing(t *testing.T) {
 	}
 	if stdout.String() != "" {
 		t.Errorf("the command ran: %q", stdout.String())
+	}
+}
+
+// An app whose calls all go through detour, one by the SDK base URL
+// (openai-go reads OPENAI_BASE_URL) and one by HTTPS_PROXY (curl), is told
+// which way each came, and is warned about nothing: neither its own
+// connections to detour nor detour's to the upstreams are past detour.
+func TestWaysInAndNoWarningThroughDetour(t *testing.T) {
+	requireTool(t, "curl")
+	t.Parallel()
+	bin, appVars := appCommand(t)
+	policyPath, primary, _ := vendors(t, fakevendor.Fault{})
+	res, stdout, stderr := run(t, Options{
+		Command: []string{"sh", "-c", `"$APP" && curl -q -sS --max-time 30 -H "Authorization: Bearer sk-test" -H "Content-Type: application/json" ` +
+			`-d '{"model":"gpt-4o","messages":[{"role":"user","content":"Say hello."}]}' https://api.openai.com/v1/chat/completions`},
+		PolicyPath: policyPath,
+		Env:        baseEnv(append(appVars, "OPENAI_API_KEY=sk-test", "APP="+bin)...),
+	})
+	if res.ExitCode != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", res.ExitCode, stdout.String(), stderr.String())
+	}
+	if primary.Calls() != 2 {
+		t.Errorf("primary called %d times; want 2", primary.Calls())
+	}
+	if w := res.Summary.WaysIn; w["base URL"] != 1 || w["HTTPS_PROXY"] != 1 || len(w) != 2 {
+		t.Errorf("ways in = %v; want base URL 1, HTTPS_PROXY 1", w)
+	}
+	if !strings.Contains(stderr.String(), "; ways in: HTTPS_PROXY 1, base URL 1") {
+		t.Errorf("summary does not say the ways in:\n%s", stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "base URL in OPENAI_BASE_URL") {
+		t.Errorf("start line does not say which base-URL variable detour set:\n%s", stderr.String())
+	}
+	if len(res.Summary.Unseen) != 0 || strings.Contains(stderr.String(), "never saw") {
+		t.Errorf("a warning about connections past detour, for an app that went through it:\n%s", stderr.String())
 	}
 }

@@ -42,6 +42,23 @@ type Summary struct {
 	Cut int
 	// Cancelled were abandoned by the app before the answer was complete.
 	Cancelled int
+	// WaysIn counts requests by how they reached detour, by the name the
+	// summary gives it (waysIn): "HTTPS_PROXY", "base URL", "transparent".
+	WaysIn map[string]int
+	// Unseen are the connections CMD's processes made past detour, to a
+	// vendor's port, that detour never saw (bypass watcher): first sighting
+	// per process and address.
+	Unseen []Bypass
+	// UnseenUnchecked says why Unseen was not watched for ("" when it was).
+	UnseenUnchecked string
+}
+
+// waysIn names a record's Mode as the summary says it: the variable or
+// mechanism that brought the request, which is what a user set or can set.
+var waysIn = map[string]string{
+	"proxy":       "HTTPS_PROXY",
+	"base_url":    "base URL",
+	"transparent": "transparent",
 }
 
 // String is the line `detour run` prints at exit, e.g.
@@ -49,7 +66,7 @@ type Summary struct {
 //	detour: 12 requests: 9 answered directly, 3 failed over (primary→backup 3); answered by primary 9, backup 3; 0 errors
 func (s Summary) String() string {
 	if s.Requests == 0 {
-		return "detour: no requests were intercepted (does the app call a host of the policy's routes, honour HTTPS_PROXY and trust detour's CA?)"
+		return "detour: no requests were intercepted (does the app call a host of the policy's routes, honour HTTPS_PROXY and trust detour's CA?)" + s.unseen()
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "detour: %d %s: %d answered directly, %d failed over", s.Requests, plural(s.Requests, "request", "requests"), s.Direct, s.FailedOver)
@@ -69,7 +86,28 @@ func (s Summary) String() string {
 	if s.Cancelled > 0 {
 		fmt.Fprintf(&b, ", %d cancelled by the app", s.Cancelled)
 	}
+	if len(s.WaysIn) > 0 {
+		fmt.Fprintf(&b, "; ways in: %s", counts(s.WaysIn))
+	}
+	b.WriteString(s.unseen())
 	return b.String()
+}
+
+// unseen is the summary's part about connections detour never saw: each one
+// (the live warning gave the hint already), or why they were not looked for.
+func (s Summary) unseen() string {
+	if s.UnseenUnchecked != "" {
+		return "; connections past detour not checked (" + s.UnseenUnchecked + ")"
+	}
+	if len(s.Unseen) == 0 {
+		return ""
+	}
+	parts := make([]string, len(s.Unseen))
+	for i, u := range s.Unseen {
+		parts[i] = fmt.Sprintf("%s (pid %d) → %s", u.Runtime, u.PID, u.Remote)
+	}
+	n := len(s.Unseen)
+	return fmt.Sprintf("; warning: %d %s detour never saw: %s", n, plural(n, "connection", "connections"), strings.Join(parts, ", "))
 }
 
 // counts renders m as "a 3, b 1": most first, then by name, so the line is
@@ -106,7 +144,7 @@ type tally struct {
 }
 
 func newTally() *tally {
-	return &tally{s: Summary{Failovers: map[string]int{}, AnsweredBy: map[string]int{}}}
+	return &tally{s: Summary{Failovers: map[string]int{}, AnsweredBy: map[string]int{}, WaysIn: map[string]int{}}}
 }
 
 // add counts one finished request. It is chain.Runner's OnRecord, which
@@ -116,6 +154,13 @@ func (t *tally) add(r *chain.Record) {
 	defer t.mu.Unlock()
 	s := &t.s
 	s.Requests++
+	if r.Mode != "" {
+		way, ok := waysIn[r.Mode]
+		if !ok {
+			way = r.Mode
+		}
+		s.WaysIn[way]++
+	}
 	switch {
 	case cancelled(r):
 		s.Cancelled++
@@ -172,5 +217,6 @@ func (t *tally) summary() Summary {
 	s := t.s
 	s.Failovers = maps.Clone(s.Failovers)
 	s.AnsweredBy = maps.Clone(s.AnsweredBy)
+	s.WaysIn = maps.Clone(s.WaysIn)
 	return s
 }

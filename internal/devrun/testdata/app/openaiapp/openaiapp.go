@@ -1,8 +1,9 @@
 // Package openaiapp is the body of an unmodified OpenAI app for the
 // `detour run` tests: it configures nothing. The key comes from
-// OPENAI_API_KEY (openai-go reads it), the proxy from HTTPS_PROXY and the
-// trust from SSL_CERT_FILE (Go's standard transport and crypto/x509 read
-// them), exactly as in any Go program that calls OpenAI.
+// OPENAI_API_KEY and the way to detour from OPENAI_BASE_URL (openai-go
+// reads both; without the base URL, HTTPS_PROXY and SSL_CERT_FILE, which
+// Go's standard transport and crypto/x509 read), exactly as in any Go
+// program that calls OpenAI.
 //
 // It is a package rather than only a main so that the devrun test binary
 // can run it as its own child (TestMain re-execs the test binary with an

@@ -1,0 +1,227 @@
+//go:build linux
+
+package devrun
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"encoding/hex"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// maxWatched bounds the processes of CMD's tree one scan looks at, and so a
+// scan's cost, whatever CMD forks.
+const maxWatched = 1024
+
+// watchBypasses watches the process tree rooted at pid for TCP connections
+// to targets until stop is called, calling report (from the watcher's own
+// goroutine) on the first sighting of each (process, address). stop returns
+// every sighting, in order. The second result is why nothing is watched;
+// "" on Linux.
+//
+// It reads /proc: the tree from each task's children file (each
+// /proc/<pid>/stat's parent when the kernel has no children files), each
+// process's sockets from /proc/<pid>/fd, and their state and remote address
+// from the tcp and tcp6 tables of CMD's own network namespace. Only
+// connections being opened (SYN_SENT) or open (ESTABLISHED) count; the
+// sockets of detour itself are never looked at, since detour is not in CMD's
+// tree.
+func watchBypasses(pid int, t bypassTargets, report func(Bypass)) (stop func() []Bypass, unchecked string) {
+	w := &procWatcher{root: pid, targets: t, report: report, proc: "/proc"}
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(bypassInterval)
+		defer tick.Stop()
+		for {
+			w.scan()
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	stopped := false
+	return func() []Bypass {
+		if !stopped {
+			stopped = true
+			close(done)
+			<-finished
+		}
+		return w.log.all()
+	}, ""
+}
+
+// procWatcher is one watch's state.
+type procWatcher struct {
+	root    int
+	targets bypassTargets
+	report  func(Bypass)
+	proc    string // "/proc"; a variable for tests
+	log     bypassLog
+}
+
+// TCP states as /proc/net/tcp prints them (include/net/tcp_states.h).
+const (
+	tcpEstablished = "01"
+	tcpSynSent     = "02"
+)
+
+// scan looks once at every socket of CMD's tree.
+func (w *procWatcher) scan() {
+	pids := w.tree()
+	owner := map[string]int{} // socket inode → a process holding it
+	for _, pid := range pids {
+		dir := filepath.Join(w.proc, strconv.Itoa(pid), "fd")
+		fds, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			link, err := os.Readlink(filepath.Join(dir, fd.Name()))
+			if err != nil {
+				continue
+			}
+			if inode, ok := strings.CutPrefix(link, "socket:["); ok {
+				inode = strings.TrimSuffix(inode, "]")
+				if _, dup := owner[inode]; !dup {
+					owner[inode] = pid
+				}
+			}
+		}
+	}
+	if len(owner) == 0 {
+		return
+	}
+	// The tables of CMD's own network namespace: /proc/<pid>/net is the
+	// namespace of that process, which need not be detour's.
+	for _, table := range []string{"tcp", "tcp6"} {
+		data, err := os.ReadFile(filepath.Join(w.proc, strconv.Itoa(pids[0]), "net", table))
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(bytes.NewReader(data))
+		sc.Scan() // the header line
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			if len(f) < 10 || (f[3] != tcpEstablished && f[3] != tcpSynSent) {
+				continue
+			}
+			pid, ok := owner[f[9]]
+			if !ok {
+				continue
+			}
+			remote, ok := parseProcAddr(f[2])
+			if !ok || !w.targets.matches(remote) {
+				continue
+			}
+			b := Bypass{Runtime: w.runtime(pid), PID: pid, Remote: remote.String()}
+			if w.log.first(b, remote) {
+				w.report(b)
+			}
+		}
+	}
+}
+
+// tree returns the root and its descendants, root first, at most
+// maxWatched of them.
+func (w *procWatcher) tree() []int {
+	pids := []int{w.root}
+	if _, err := os.Stat(filepath.Join(w.proc, strconv.Itoa(w.root), "task", strconv.Itoa(w.root), "children")); err != nil {
+		return w.treeByParent()
+	}
+	seen := map[int]bool{w.root: true}
+	for i := 0; i < len(pids) && len(pids) < maxWatched; i++ {
+		tasks, _ := os.ReadDir(filepath.Join(w.proc, strconv.Itoa(pids[i]), "task"))
+		for _, task := range tasks {
+			data, _ := os.ReadFile(filepath.Join(w.proc, strconv.Itoa(pids[i]), "task", task.Name(), "children"))
+			for _, s := range strings.Fields(string(data)) {
+				if c, err := strconv.Atoi(s); err == nil && !seen[c] && len(pids) < maxWatched {
+					seen[c] = true
+					pids = append(pids, c)
+				}
+			}
+		}
+	}
+	return pids
+}
+
+// treeByParent is tree for kernels without children files: every process's
+// parent from its stat line.
+func (w *procWatcher) treeByParent() []int {
+	entries, _ := os.ReadDir(w.proc)
+	kids := map[int][]int{}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(w.proc, e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …; comm may hold spaces and parentheses.
+		i := bytes.LastIndexByte(data, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(data[i+1:]))
+		if len(f) < 2 {
+			continue
+		}
+		if ppid, err := strconv.Atoi(f[1]); err == nil {
+			kids[ppid] = append(kids[ppid], pid)
+		}
+	}
+	pids := []int{w.root}
+	for i := 0; i < len(pids) && len(pids) < maxWatched; i++ {
+		pids = append(pids, kids[pids[i]]...)
+	}
+	if len(pids) > maxWatched {
+		pids = pids[:maxWatched]
+	}
+	return pids
+}
+
+// runtime names a process by its executable's file name (the comm field
+// when the executable cannot be read), as a user would recognise it.
+func (w *procWatcher) runtime(pid int) string {
+	if exe, err := os.Readlink(filepath.Join(w.proc, strconv.Itoa(pid), "exe")); err == nil {
+		return filepath.Base(strings.TrimSuffix(exe, " (deleted)"))
+	}
+	if comm, err := os.ReadFile(filepath.Join(w.proc, strconv.Itoa(pid), "comm")); err == nil {
+		return strings.TrimSpace(string(comm))
+	}
+	return "pid " + strconv.Itoa(pid)
+}
+
+// parseProcAddr parses an address of /proc/net/tcp or tcp6: the IP as the
+// kernel's 32-bit words printed in the machine's byte order, a colon, the
+// port in hex.
+func parseProcAddr(s string) (netip.AddrPort, bool) {
+	ipHex, portHex, ok := strings.Cut(s, ":")
+	if !ok {
+		return netip.AddrPort{}, false
+	}
+	port, err := strconv.ParseUint(portHex, 16, 16)
+	if err != nil {
+		return netip.AddrPort{}, false
+	}
+	raw, err := hex.DecodeString(ipHex)
+	if err != nil || (len(raw) != 4 && len(raw) != 16) {
+		return netip.AddrPort{}, false
+	}
+	ip := make([]byte, len(raw))
+	for i := 0; i < len(raw); i += 4 {
+		binary.NativeEndian.PutUint32(ip[i:], binary.BigEndian.Uint32(raw[i:]))
+	}
+	addr, _ := netip.AddrFromSlice(ip)
+	return netip.AddrPortFrom(addr.Unmap(), uint16(port)), true
+}
