@@ -115,7 +115,12 @@ func clients() []*client {
 		{
 			name: "python-requests", shape: rewrite.OpenAI, wantError: rawOpenAIError, failExit: 1,
 			command: python("requests_client.py"),
-			missing: func(fx *fixtures) string { return fx.requestsMissing() },
+			missing: func(fx *fixtures) string { return fx.pythonMissing("requests", "python3-requests") },
+		},
+		{
+			name: "python-httpx", shape: rewrite.OpenAI, wantError: rawOpenAIError, failExit: 1,
+			command: python("httpx_client.py"),
+			missing: func(fx *fixtures) string { return fx.pythonMissing("httpx", "python3-httpx") },
 		},
 		{
 			name: "node-openai", shape: rewrite.OpenAI, failExit: 1,
@@ -158,8 +163,8 @@ type fixtures struct {
 	node     string // node's path; "" when absent
 	java     string // java's path
 
-	requestsOnce sync.Once
-	requestsMsg  string
+	pythonMu  sync.Mutex
+	pythonMsg map[string]string // pythonMissing's answer per module
 
 	javaOnce    sync.Once
 	javaClasses string // directory of the compiled Client.class
@@ -186,14 +191,23 @@ func newFixtures(t *testing.T) *fixtures {
 	return fx
 }
 
-// requestsMissing checks that Debian's python3 can import requests.
-func (fx *fixtures) requestsMissing() string {
-	fx.requestsOnce.Do(func() {
-		if out, err := exec.Command(systemPython, "-c", "import requests").CombinedOutput(); err != nil {
-			fx.requestsMsg = fmt.Sprintf("%s cannot import requests (%v: %s): .ci/run installs it (apt-get install python3-requests)", systemPython, err, bytes.TrimSpace(out))
-		}
-	})
-	return fx.requestsMsg
+// pythonMissing checks, once per module, that Debian's python3 can import
+// module (which the Debian package pkg installs).
+func (fx *fixtures) pythonMissing(module, pkg string) string {
+	fx.pythonMu.Lock()
+	defer fx.pythonMu.Unlock()
+	if msg, ok := fx.pythonMsg[module]; ok {
+		return msg
+	}
+	msg := ""
+	if out, err := exec.Command(systemPython, "-c", "import "+module).CombinedOutput(); err != nil {
+		msg = fmt.Sprintf("%s cannot import %s (%v: %s): .ci/run installs it (apt-get install %s)", systemPython, module, err, bytes.TrimSpace(out), pkg)
+	}
+	if fx.pythonMsg == nil {
+		fx.pythonMsg = map[string]string{}
+	}
+	fx.pythonMsg[module] = msg
+	return msg
 }
 
 // javaMissing compiles testdata/java/Client.java once, into a directory

@@ -108,8 +108,16 @@ func transparentWay(t *testing.T, cls []*client) *way {
 		// A record is logged when detour's handler returns, which may be
 		// after the app has read its answer and exited.
 		log.Wait(15*time.Second, func(s string) bool { return len(requestLines(s, cl.model)) > 0 })
+		// The log is every cell's: the report keeps detour's own lines and
+		// this cell's requests.
+		var mine []string
+		for _, l := range strings.Split(log.String(), "\n") {
+			if !strings.Contains(l, `"message":"request"`) || strings.Contains(l, `"model":"`+cl.model+`"`) {
+				mine = append(mine, l)
+			}
+		}
 		return cmd.ProcessState.ExitCode(), requestLines(log.String(), cl.model),
-			"app's stderr:\n" + stderr.String() + "\ndetour's log (every cell's):\n" + log.String()
+			"app's stderr:\n" + stderr.String() + "\ndetour's log (this cell's requests):\n" + strings.Join(mine, "\n")
 	}
 	return wy
 }

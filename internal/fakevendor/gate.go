@@ -25,7 +25,9 @@ const gateTokens = 1024
 // message_start, content_block_start and ping) pass freely: detour holds a
 // stream back until its first content anyway (its commit point), and the
 // app has nothing to show for them. A Gate is an http.Handler around a
-// Vendor; whole (non-stream) answers pass through it untouched.
+// Vendor; whole (non-stream) answers pass through it untouched, and so does
+// Gemini's JSON-array stream (only SSE streams are held: Gemini's with
+// alt=sse, which its SDKs ask for).
 type Gate struct {
 	v       *Vendor
 	release chan struct{}
