@@ -51,6 +51,12 @@ type client struct {
 	missing func(fx *fixtures) string
 	// failExit is the app's exit status after an error answer.
 	failExit int
+	// trustVar is the one variable through which the runtime is told to
+	// trust detour's CA in transparent mode, where nothing else is given:
+	// a bundle file (CURL_CA_BUNDLE, SSL_CERT_FILE, REQUESTS_CA_BUNDLE),
+	// detour's CA alone (NODE_EXTRA_CA_CERTS), or a trust store's system
+	// properties (JAVA_TOOL_OPTIONS).
+	trustVar string
 }
 
 // The error lines: the fake vendors' 400 invalid_request bodies
@@ -86,7 +92,7 @@ func clients() []*client {
 	}
 	return []*client{
 		{
-			name: "curl", shape: rewrite.OpenAI, wantError: rawOpenAIError,
+			name: "curl", trustVar: "CURL_CA_BUNDLE", shape: rewrite.OpenAI, wantError: rawOpenAIError,
 			command: func(_ *fixtures, kind, model string) []string {
 				body := fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"Say hello."}]%s}`, model, map[bool]string{true: `,"stream":true`}[kind == "stream"])
 				return []string{"curl", "-q", "-sS", "-N", "--max-time", "60",
@@ -103,7 +109,7 @@ func clients() []*client {
 			},
 		},
 		{
-			name: "python-urllib", shape: rewrite.OpenAI, wantError: rawOpenAIError, failExit: 1,
+			name: "python-urllib", trustVar: "SSL_CERT_FILE", shape: rewrite.OpenAI, wantError: rawOpenAIError, failExit: 1,
 			command: python("urllib_client.py"),
 			missing: func(*fixtures) string {
 				if _, err := os.Stat(systemPython); err != nil {
@@ -113,32 +119,32 @@ func clients() []*client {
 			},
 		},
 		{
-			name: "python-requests", shape: rewrite.OpenAI, wantError: rawOpenAIError, failExit: 1,
+			name: "python-requests", trustVar: "REQUESTS_CA_BUNDLE", shape: rewrite.OpenAI, wantError: rawOpenAIError, failExit: 1,
 			command: python("requests_client.py"),
 			missing: func(fx *fixtures) string { return fx.pythonMissing("requests", "python3-requests") },
 		},
 		{
-			name: "python-httpx", shape: rewrite.OpenAI, wantError: rawOpenAIError, failExit: 1,
+			name: "python-httpx", trustVar: "SSL_CERT_FILE", shape: rewrite.OpenAI, wantError: rawOpenAIError, failExit: 1,
 			command: python("httpx_client.py"),
 			missing: func(fx *fixtures) string { return fx.pythonMissing("httpx", "python3-httpx") },
 		},
 		{
-			name: "node-openai", shape: rewrite.OpenAI, failExit: 1,
+			name: "node-openai", trustVar: "NODE_EXTRA_CA_CERTS", shape: rewrite.OpenAI, failExit: 1,
 			wantError: "error BadRequestError 400 invalid_request_error Missing required parameter: 'messages'.",
 			command:   node("openai.mjs"), missing: nodeMissing("openai"),
 		},
 		{
-			name: "node-anthropic", shape: rewrite.Anthropic, failExit: 1,
+			name: "node-anthropic", trustVar: "NODE_EXTRA_CA_CERTS", shape: rewrite.Anthropic, failExit: 1,
 			wantError: "error BadRequestError 400 invalid_request_error messages: Field required",
 			command:   node("anthropic.mjs"), missing: nodeMissing("@anthropic-ai/sdk"),
 		},
 		{
-			name: "node-genai", shape: rewrite.Gemini, failExit: 1,
+			name: "node-genai", trustVar: "NODE_EXTRA_CA_CERTS", shape: rewrite.Gemini, failExit: 1,
 			wantError: "error ApiError 400 INVALID_ARGUMENT Request contains an invalid argument.",
 			command:   node("genai.mjs"), missing: nodeMissing("@google/genai"),
 		},
 		{
-			name: "java", shape: rewrite.OpenAI, wantError: rawOpenAIError, failExit: 1,
+			name: "java", trustVar: "JAVA_TOOL_OPTIONS", shape: rewrite.OpenAI, wantError: rawOpenAIError, failExit: 1,
 			command: func(fx *fixtures, kind, model string) []string {
 				// The JVM flags only shorten its start (C1 only, serial GC):
 				// a JVM starts slowly on a shared 2-core machine.
@@ -147,7 +153,7 @@ func clients() []*client {
 			missing: func(fx *fixtures) string { return fx.javaMissing() },
 		},
 		{
-			name: "go", shape: rewrite.OpenAI, wantError: rawOpenAIError, failExit: 1,
+			name: "go", trustVar: "SSL_CERT_FILE", shape: rewrite.OpenAI, wantError: rawOpenAIError, failExit: 1,
 			command: func(fx *fixtures, kind, model string) []string {
 				return []string{fx.self, kind, model}
 			},

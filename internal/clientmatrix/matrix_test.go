@@ -249,8 +249,8 @@ type way struct {
 	run   func(t *testing.T, cl *cell, argv, env []string, stdout io.Writer) (exit int, records []map[string]any, detourLog string)
 	// mode is the record's mode for an app.
 	mode func(c *client) string
-	// env is added to appEnv for every app.
-	env []string
+	// env, when set, returns what is added to appEnv for an app.
+	env func(c *client) []string
 }
 
 // runCell runs one cell and checks what the app printed, what the fake
@@ -309,7 +309,11 @@ func runCell(t *testing.T, wy *way, cl *cell, fx *fixtures) {
 		}()
 	}
 	argv := c.command(fx, k.kind, cl.model)
-	exit, records, detourLog := wy.run(t, cl, argv, appEnv(wy.env...), lines)
+	var extra []string
+	if wy.env != nil {
+		extra = wy.env(c)
+	}
+	exit, records, detourLog := wy.run(t, cl, argv, appEnv(extra...), lines)
 	lines.Close()
 	<-gated
 	raw := lines.Lines()

@@ -80,7 +80,7 @@ func transparentWay(t *testing.T, cls []*client) *way {
 	if err := os.WriteFile(bundle, b.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	env := []string{"SSL_CERT_FILE=" + bundle, "REQUESTS_CA_BUNDLE=" + bundle, "CURL_CA_BUNDLE=" + bundle, "NODE_EXTRA_CA_CERTS=" + w.caCert}
+	trust := map[string]string{"NODE_EXTRA_CA_CERTS": w.caCert}
 	if keytool, err := exec.LookPath("keytool"); err == nil {
 		store := filepath.Join(w.dir, "truststore.p12")
 		out, err := exec.Command(keytool, "-importcert", "-noprompt", "-alias", "detour", "-file", w.caCert,
@@ -88,7 +88,16 @@ func transparentWay(t *testing.T, cls []*client) *way {
 		if err != nil {
 			t.Fatalf("keytool -importcert: %v\n%s", err, out)
 		}
-		env = append(env, "JAVA_TOOL_OPTIONS=-Djavax.net.ssl.trustStore="+store+" -Djavax.net.ssl.trustStorePassword=changeit -Djavax.net.ssl.trustStoreType=PKCS12")
+		trust["JAVA_TOOL_OPTIONS"] = "-Djavax.net.ssl.trustStore=" + store + " -Djavax.net.ssl.trustStorePassword=changeit -Djavax.net.ssl.trustStoreType=PKCS12"
+	}
+	// Each app gets only the variable its runtime reads, so that a cell
+	// proves which one that is.
+	env := func(c *client) []string {
+		v, ok := trust[c.trustVar]
+		if !ok {
+			v = bundle
+		}
+		return []string{c.trustVar + "=" + v}
 	}
 
 	wy := &way{world: w, env: env, mode: func(*client) string { return "transparent" }}
