@@ -71,10 +71,12 @@ func transparentWay(t *testing.T, cls []*client) *way {
 	// PKCS12 trust store for Java.
 	bundle := filepath.Join(w.dir, "bundle.pem")
 	var b bytes.Buffer
-	if err := mitm.WriteBundle(&b, w.ca, true); errors.Is(err, mitm.ErrNoSystemRoots) {
+	err = mitm.WriteBundle(&b, w.ca, true)
+	if errors.Is(err, mitm.ErrNoSystemRoots) {
 		b.Reset()
 		err = mitm.WriteBundle(&b, w.ca, false)
-	} else if err != nil {
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(bundle, b.Bytes(), 0o644); err != nil {
