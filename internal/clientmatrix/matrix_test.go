@@ -75,9 +75,10 @@ func (c *client) want(k kase) ([]string, int) {
 	return []string{c.wantError}, c.failExit
 }
 
-// stallAfter is how long the stream case waits for the app to print its
-// next delta before it calls the stream stalled: far beyond any app's
-// start, well within the apps' own 60s timeouts.
+// stallAfter is how long the stream case waits, after one delta, for the
+// app to print the next before it calls the stream stalled: far beyond the
+// milliseconds between two deltas on a busy machine, well within the apps'
+// own 60s timeouts.
 const stallAfter = 30 * time.Second
 
 // cell is one app × case of a way in, with its own fake vendors: each cell
