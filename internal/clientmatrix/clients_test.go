@@ -35,9 +35,12 @@ type client struct {
 	name string
 	// shape is the API the app calls (and its fake vendors speak).
 	shape rewrite.Shape
-	// command is the app's argv for kind ("answer" or "stream") and
-	// model; fx holds what the runtimes need (the compiled Java class…).
-	command func(fx *fixtures, kind, model string) []string
+	// command is the app's argv for its calls, in turn: each a kind
+	// ("answer" or "stream") and a model. fx holds what the runtimes need
+	// (the compiled Java class…). An app announces each call with a
+	// "case MODEL" line, except curl, whose calls end at their
+	// "status=NNN" line.
+	command func(fx *fixtures, calls [][2]string) []string
 	// normalize turns what the app printed into the matrix's lines
 	// ("answer TEXT", "delta JSON", "done", "error …"); nil: as printed.
 	normalize func(kind string, lines []string) []string
@@ -49,8 +52,8 @@ type client struct {
 	// missing reports what is not installed for the app, and how to
 	// install it; "" when it can run.
 	missing func(fx *fixtures) string
-	// failExit is the app's exit status after an error answer.
-	failExit int
+	// headerless: the app prints no "case MODEL" line (curl).
+	headerless bool
 	// trustVar is the one variable through which the runtime is told to
 	// trust detour's CA in transparent mode, where nothing else is given:
 	// a bundle file (CURL_CA_BUNDLE, SSL_CERT_FILE, REQUESTS_CA_BUNDLE),
@@ -69,14 +72,14 @@ const (
 
 // clients is the matrix's list of apps.
 func clients() []*client {
-	python := func(script string) func(*fixtures, string, string) []string {
-		return func(fx *fixtures, kind, model string) []string {
-			return []string{systemPython, filepath.Join(fx.testdata, "python", script), kind, model}
+	python := func(script string) func(*fixtures, [][2]string) []string {
+		return func(fx *fixtures, calls [][2]string) []string {
+			return withCalls([]string{systemPython, filepath.Join(fx.testdata, "python", script)}, calls)
 		}
 	}
-	node := func(script string) func(*fixtures, string, string) []string {
-		return func(fx *fixtures, kind, model string) []string {
-			return []string{fx.node, filepath.Join(fx.testdata, "node", script), kind, model}
+	node := func(script string) func(*fixtures, [][2]string) []string {
+		return func(fx *fixtures, calls [][2]string) []string {
+			return withCalls([]string{fx.node, filepath.Join(fx.testdata, "node", script)}, calls)
 		}
 	}
 	nodeMissing := func(pkg string) func(*fixtures) string {
@@ -93,14 +96,23 @@ func clients() []*client {
 	return []*client{
 		{
 			name: "curl", trustVar: "CURL_CA_BUNDLE", shape: rewrite.OpenAI, wantError: rawOpenAIError,
-			command: func(_ *fixtures, kind, model string) []string {
-				body := fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"Say hello."}]%s}`, model, map[bool]string{true: `,"stream":true`}[kind == "stream"])
-				return []string{"curl", "-q", "-sS", "-N", "--max-time", "60",
-					"-H", "Authorization: Bearer " + openaiKey, "-H", "Content-Type: application/json",
-					"-d", body, "-w", "\nstatus=%{http_code}\n", "https://api.openai.com/v1/chat/completions"}
+			command: func(_ *fixtures, calls [][2]string) []string {
+				argv := []string{"curl", "-q"}
+				for i, call := range calls {
+					if i > 0 {
+						// --next starts the next transfer with fresh options.
+						argv = append(argv, "--next")
+					}
+					argv = append(argv, "-sS", "-N", "--max-time", "60")
+					body := fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"Say hello."}]%s}`, call[1], map[bool]string{true: `,"stream":true`}[call[0] == "stream"])
+					argv = append(argv, "-H", "Authorization: Bearer "+openaiKey, "-H", "Content-Type: application/json",
+						"-d", body, "-w", "\nstatus=%{http_code}\n", "https://api.openai.com/v1/chat/completions")
+				}
+				return argv
 			},
-			normalize: normalizeRawOpenAI,
-			isDelta:   func(line string) bool { _, ok := openAIDelta(line); return ok },
+			headerless: true,
+			normalize:  normalizeRawOpenAI,
+			isDelta:    func(line string) bool { _, ok := openAIDelta(line); return ok },
 			missing: func(*fixtures) string {
 				if _, err := exec.LookPath("curl"); err != nil {
 					return "curl is not installed: .ci/run installs it (apt-get install curl)"
@@ -109,7 +121,7 @@ func clients() []*client {
 			},
 		},
 		{
-			name: "python-urllib", trustVar: "SSL_CERT_FILE", shape: rewrite.OpenAI, wantError: rawOpenAIError, failExit: 1,
+			name: "python-urllib", trustVar: "SSL_CERT_FILE", shape: rewrite.OpenAI, wantError: rawOpenAIError,
 			command: python("urllib_client.py"),
 			missing: func(*fixtures) string {
 				if _, err := os.Stat(systemPython); err != nil {
@@ -119,47 +131,55 @@ func clients() []*client {
 			},
 		},
 		{
-			name: "python-requests", trustVar: "REQUESTS_CA_BUNDLE", shape: rewrite.OpenAI, wantError: rawOpenAIError, failExit: 1,
+			name: "python-requests", trustVar: "REQUESTS_CA_BUNDLE", shape: rewrite.OpenAI, wantError: rawOpenAIError,
 			command: python("requests_client.py"),
 			missing: func(fx *fixtures) string { return fx.pythonMissing("requests", "python3-requests") },
 		},
 		{
-			name: "python-httpx", trustVar: "SSL_CERT_FILE", shape: rewrite.OpenAI, wantError: rawOpenAIError, failExit: 1,
+			name: "python-httpx", trustVar: "SSL_CERT_FILE", shape: rewrite.OpenAI, wantError: rawOpenAIError,
 			command: python("httpx_client.py"),
 			missing: func(fx *fixtures) string { return fx.pythonMissing("httpx", "python3-httpx") },
 		},
 		{
-			name: "node-openai", trustVar: "NODE_EXTRA_CA_CERTS", shape: rewrite.OpenAI, failExit: 1,
+			name: "node-openai", trustVar: "NODE_EXTRA_CA_CERTS", shape: rewrite.OpenAI,
 			wantError: "error BadRequestError 400 invalid_request_error Missing required parameter: 'messages'.",
 			command:   node("openai.mjs"), missing: nodeMissing("openai"),
 		},
 		{
-			name: "node-anthropic", trustVar: "NODE_EXTRA_CA_CERTS", shape: rewrite.Anthropic, failExit: 1,
+			name: "node-anthropic", trustVar: "NODE_EXTRA_CA_CERTS", shape: rewrite.Anthropic,
 			wantError: "error BadRequestError 400 invalid_request_error messages: Field required",
 			command:   node("anthropic.mjs"), missing: nodeMissing("@anthropic-ai/sdk"),
 		},
 		{
-			name: "node-genai", trustVar: "NODE_EXTRA_CA_CERTS", shape: rewrite.Gemini, failExit: 1,
+			name: "node-genai", trustVar: "NODE_EXTRA_CA_CERTS", shape: rewrite.Gemini,
 			wantError: "error ApiError 400 INVALID_ARGUMENT Request contains an invalid argument.",
 			command:   node("genai.mjs"), missing: nodeMissing("@google/genai"),
 		},
 		{
-			name: "java", trustVar: "JAVA_TOOL_OPTIONS", shape: rewrite.OpenAI, wantError: rawOpenAIError, failExit: 1,
-			command: func(fx *fixtures, kind, model string) []string {
+			name: "java", trustVar: "JAVA_TOOL_OPTIONS", shape: rewrite.OpenAI, wantError: rawOpenAIError,
+			command: func(fx *fixtures, calls [][2]string) []string {
 				// The JVM flags only shorten its start (C1 only, serial GC):
 				// a JVM starts slowly on a shared 2-core machine.
-				return []string{fx.java, "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", fx.javaClasses, "Client", kind, model}
+				return withCalls([]string{fx.java, "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", fx.javaClasses, "Client"}, calls)
 			},
 			missing: func(fx *fixtures) string { return fx.javaMissing() },
 		},
 		{
-			name: "go", trustVar: "SSL_CERT_FILE", shape: rewrite.OpenAI, wantError: rawOpenAIError, failExit: 1,
-			command: func(fx *fixtures, kind, model string) []string {
-				return []string{fx.self, kind, model}
+			name: "go", trustVar: "SSL_CERT_FILE", shape: rewrite.OpenAI, wantError: rawOpenAIError,
+			command: func(fx *fixtures, calls [][2]string) []string {
+				return withCalls([]string{fx.self}, calls)
 			},
 			missing: func(*fixtures) string { return "" },
 		},
 	}
+}
+
+// withCalls appends each call's kind and model to argv.
+func withCalls(argv []string, calls [][2]string) []string {
+	for _, c := range calls {
+		argv = append(argv, c[0], c[1])
+	}
+	return argv
 }
 
 // fixtures are what the apps need, found or built once per test binary.
@@ -336,13 +356,22 @@ func normalizeRawOpenAI(kind string, lines []string) []string {
 
 // goApp is the Go app: net/http's default client, which reads HTTPS_PROXY
 // and (through crypto/x509) SSL_CERT_FILE by itself. The test binary runs
-// as this app when goAppEnv is set. Its output is the Python apps'.
+// as this app when roleEnv is "go-app". Its arguments and output are the
+// Python apps'.
 func goApp(args []string) int {
-	if len(args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: CASE MODEL")
+	if len(args)%2 != 0 {
+		fmt.Fprintln(os.Stderr, "usage: CASE MODEL [CASE MODEL]…")
 		return 2
 	}
-	kind, model := args[0], args[1]
+	for i := 0; i < len(args); i += 2 {
+		fmt.Println("case " + args[i+1])
+		goCall(args[i], args[i+1])
+	}
+	return 0
+}
+
+// goCall makes one call of the Go app and prints what it got.
+func goCall(kind, model string) {
 	body := map[string]any{"model": model, "messages": []map[string]string{{"role": "user", "content": "Say hello."}}}
 	if kind == "stream" {
 		body["stream"] = true
@@ -351,14 +380,14 @@ func goApp(args []string) int {
 	req, err := http.NewRequest(http.MethodPost, "https://api.openai.com/v1/chat/completions", bytes.NewReader(data))
 	if err != nil {
 		fmt.Println("failed", err)
-		return 1
+		return
 	}
 	req.Header.Set("Authorization", "Bearer "+os.Getenv("OPENAI_API_KEY"))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := (&http.Client{Timeout: 60 * time.Second}).Do(req)
 	if err != nil {
 		fmt.Println("failed", err)
-		return 1
+		return
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 400 {
@@ -367,7 +396,7 @@ func goApp(args []string) int {
 		}
 		_ = json.NewDecoder(resp.Body).Decode(&e)
 		fmt.Printf("error %d %s %s\n", resp.StatusCode, e.Error.Type, e.Error.Message)
-		return 1
+		return
 	}
 	if kind != "stream" {
 		var a struct {
@@ -377,10 +406,10 @@ func goApp(args []string) int {
 		}
 		if err := json.NewDecoder(resp.Body).Decode(&a); err != nil || len(a.Choices) == 0 {
 			fmt.Println("failed", err)
-			return 1
+			return
 		}
 		fmt.Println("answer " + a.Choices[0].Message.Content)
-		return 0
+		return
 	}
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
@@ -391,8 +420,7 @@ func goApp(args []string) int {
 	}
 	if err := sc.Err(); err != nil {
 		fmt.Println("failed", err)
-		return 1
+		return
 	}
 	fmt.Println("done")
-	return 0
 }

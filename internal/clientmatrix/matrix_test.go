@@ -64,15 +64,15 @@ var cases = []kase{
 // "Hello from primary." in its three deltas.
 var streamLines = []string{`delta "Hello"`, `delta " from"`, `delta " primary."`, "done"}
 
-// want is what the app must print in case k.
-func (c *client) want(k kase) ([]string, int) {
+// want is what the app must print for case k.
+func (c *client) want(k kase) []string {
 	switch k.name {
 	case "failover":
-		return []string{"answer Hello from backup."}, 0
+		return []string{"answer Hello from backup."}
 	case "stream":
-		return streamLines, 0
+		return streamLines
 	}
-	return []string{c.wantError}, c.failExit
+	return []string{c.wantError}
 }
 
 // stallAfter is how long the stream case waits, after one delta, for the
@@ -243,116 +243,157 @@ func appEnv(extra ...string) []string {
 	return append(env, extra...)
 }
 
-// way runs an app's argv (with env) through detour and returns its exit
-// status and detour's log lines of the requests it served for the app.
+// way runs an app's argv (with env) through detour. It returns the app's
+// exit status and detour's log, once it holds the request lines of every
+// cell (a record is written when detour's handler returns, which may be
+// after the app has read its answer).
 type way struct {
 	world *world
-	run   func(t *testing.T, cl *cell, argv, env []string, stdout io.Writer) (exit int, records []map[string]any, detourLog string)
+	run   func(t *testing.T, c *client, cells []*cell, argv, env []string, stdout io.Writer) (exit int, detourLog string)
 	// mode is the record's mode for an app.
 	mode func(c *client) string
 	// env, when set, returns what is added to appEnv for an app.
 	env func(c *client) []string
 }
 
-// runCell runs one cell and checks what the app printed, what the fake
-// vendors saw, and what detour recorded.
-func runCell(t *testing.T, wy *way, cl *cell, fx *fixtures) {
+// runClient runs one app once for its cells of a way in (the failover,
+// the stream and the error, one call each, in turn), then checks each cell
+// in a subtest of its own: what the app printed for it, what the cell's
+// fake vendors saw, and what detour recorded. One process per app and way
+// keeps the matrix's time to that of starting each runtime twice.
+func runClient(t *testing.T, wy *way, c *client, cells []*cell, fx *fixtures) {
 	t.Helper()
-	c, k := cl.client, cl.kase
-	lines := newLineWriter()
 	isDelta := c.isDelta
 	if isDelta == nil {
 		isDelta = func(l string) bool { return strings.HasPrefix(l, "delta ") }
 	}
-	gated := make(chan struct{})
-	stalled := -1 // the deltas printed when the stream stalled; -1: it did not
-	if cl.gate != nil {
-		// The incremental proof: the primary writes delta N+1 only once
-		// the app has printed delta N (and the rest once it has printed
-		// the last). Anything between them that held the stream back (a
-		// proxy buffering it, a client reading it whole) would wait for
-		// ever for delta N+1; after stallAfter of silence the gate gives
-		// up, opens, and the cell fails saying so.
-		go func() {
-			defer close(gated)
-			n := 0
-			// Timed from each delta: before the first one the vendor
-			// holds nothing back, and an app may start slowly.
-			var stall <-chan time.Time
-			for {
-				select {
-				case l, ok := <-lines.c:
-					if !ok {
-						return
-					}
-					if isDelta(l) {
-						n++
-						cl.gate.Release()
-						if n == len(streamLines)-1 {
-							cl.gate.Open()
-						}
-						stall = time.After(stallAfter)
-					}
-				case <-stall:
-					if n < len(streamLines)-1 {
-						stalled = n
-					}
-					cl.gate.Open()
-					stall = nil
-				}
-			}
-		}()
-	} else {
-		go func() {
-			defer close(gated)
-			for range lines.c {
-			}
-		}()
+	byModel := map[string]*cell{}
+	calls := make([][2]string, len(cells))
+	for i, cl := range cells {
+		byModel[cl.model] = cl
+		calls[i] = [2]string{cl.kase.kind, cl.model}
 	}
-	argv := c.command(fx, k.kind, cl.model)
+
+	// The app's lines go to the cell of the call they belong to. For the
+	// stream cell they also drive the incremental proof: its primary
+	// writes delta N+1 only once the app has printed delta N (and the
+	// rest once it has printed the last). Anything between them that held
+	// the stream back (a proxy buffering it, a client reading it whole)
+	// would wait for ever for delta N+1; after stallAfter of silence the
+	// gate gives up, opens, and the cell fails saying so.
+	lines := newLineWriter()
+	out := map[*cell][]string{}
+	stalled := map[*cell]int{} // deltas printed when the stream stalled
+	routed := make(chan struct{})
+	go func() {
+		defer close(routed)
+		var cur *cell
+		next := 0 // headerless apps: the index of the call under way
+		if c.headerless {
+			cur = cells[0]
+		}
+		deltas := 0
+		var stall <-chan time.Time // timed from each delta
+		for {
+			select {
+			case l, ok := <-lines.c:
+				if !ok {
+					return
+				}
+				if m, ok := strings.CutPrefix(l, "case "); ok && !c.headerless {
+					cur, deltas, stall = byModel[m], 0, nil
+					continue
+				}
+				if cur == nil {
+					continue
+				}
+				out[cur] = append(out[cur], l)
+				if cur.gate != nil && isDelta(l) {
+					deltas++
+					cur.gate.Release()
+					if deltas == len(streamLines)-1 {
+						cur.gate.Open()
+					}
+					stall = time.After(stallAfter)
+				}
+				if c.headerless && strings.HasPrefix(l, "status=") {
+					next++
+					cur, deltas, stall = nil, 0, nil
+					if next < len(cells) {
+						cur = cells[next]
+					}
+				}
+			case <-stall:
+				if deltas < len(streamLines)-1 {
+					stalled[cur] = deltas
+				}
+				cur.gate.Open()
+				stall = nil
+			}
+		}
+	}()
+	argv := c.command(fx, calls)
 	var extra []string
 	if wy.env != nil {
 		extra = wy.env(c)
 	}
-	exit, records, detourLog := wy.run(t, cl, argv, appEnv(extra...), lines)
+	exit, detourLog := wy.run(t, c, cells, argv, appEnv(extra...), lines)
 	lines.Close()
-	<-gated
+	<-routed
 	raw := lines.Lines()
-	got := raw
-	if c.normalize != nil {
-		got = c.normalize(k.kind, raw)
+	report := fmt.Sprintf("app: %s\napp printed:\n%s\ndetour's log:\n%s", strings.Join(argv, " "), strings.Join(raw, "\n"), detourLog)
+	if exit != 0 {
+		t.Errorf("app exited %d; want 0\n%s", exit, report)
 	}
-	want, wantExit := c.want(k)
-	report := func() string {
-		return fmt.Sprintf("app: %s\napp printed:\n%s\ndetour's log:\n%s", strings.Join(argv, " "), strings.Join(raw, "\n"), detourLog)
+	for _, cl := range cells {
+		k := cl.kase
+		t.Run(k.name, func(t *testing.T) {
+			got := out[cl]
+			if c.normalize != nil {
+				got = c.normalize(k.kind, got)
+			}
+			if n, ok := stalled[cl]; ok {
+				t.Errorf("the stream did not reach the app incrementally: after %d delta(s) it printed nothing for %v while the vendor held the next event until it did\n%s", n, stallAfter, report)
+			}
+			if want := c.want(k); !slices.Equal(got, want) {
+				t.Fatalf("app printed (normalized) %q; want %q\n%s", got, want, report)
+			}
+			wantBackup := 0
+			if k.name == "failover" {
+				wantBackup = 1
+			}
+			if p, b := cl.primary.Calls(), cl.backup.Calls(); p != 1 || b != wantBackup {
+				t.Errorf("calls: primary %d, backup %d; want 1 and %d\n%s", p, b, wantBackup, report)
+			}
+			records := requestLines(detourLog, cl.model)
+			if len(records) != 1 {
+				t.Fatalf("detour logged %d requests for model %s; want 1\n%s", len(records), cl.model, report)
+			}
+			r := records[0]
+			wantBy := map[string]string{"failover": cl.backupName, "stream": cl.primaryName, "error": ""}[k.name]
+			if r["mode"] != wy.mode(c) || r["answered_by"] != wantBy {
+				t.Errorf("detour's record: mode %v, answered_by %v; want %s and %q\n%s", r["mode"], r["answered_by"], wy.mode(c), wantBy, report)
+			}
+			if k.name == "failover" {
+				if a := firstTried(r); a["upstream"] != cl.primaryName || a["class"] != "quota_exhausted" {
+					t.Errorf("detour's first attempt: %v; want %s failing with quota_exhausted", a, cl.primaryName)
+				}
+			}
+		})
 	}
-	if stalled >= 0 {
-		t.Errorf("the stream did not reach the app incrementally: after %d delta(s) it printed nothing for %v while the vendor held the next event until it did\n%s", stalled, stallAfter, report())
-	}
-	if !slices.Equal(got, want) || exit != wantExit {
-		t.Fatalf("app exited %d, printed (normalized) %q; want %d, %q\n%s", exit, got, wantExit, want, report())
-	}
+}
 
-	wantBackup := 0
-	if k.name == "failover" {
-		wantBackup = 1
-	}
-	if p, b := cl.primary.Calls(), cl.backup.Calls(); p != 1 || b != wantBackup {
-		t.Errorf("calls: primary %d, backup %d; want 1 and %d\n%s", p, b, wantBackup, report())
-	}
-	if len(records) != 1 {
-		t.Fatalf("detour logged %d requests for model %s; want 1\n%s", len(records), cl.model, report())
-	}
-	r := records[0]
-	wantBy := map[string]string{"failover": cl.backupName, "stream": cl.primaryName, "error": ""}[k.name]
-	if r["mode"] != wy.mode(c) || r["answered_by"] != wantBy {
-		t.Errorf("detour's record: mode %v, answered_by %v; want %s and %q\n%s", r["mode"], r["answered_by"], wy.mode(c), wantBy, report())
-	}
-	if k.name == "failover" {
-		if a := firstTried(r); a["upstream"] != cl.primaryName || a["class"] != "quota_exhausted" {
-			t.Errorf("detour's first attempt: %v; want %s failing with quota_exhausted", a, cl.primaryName)
+// waitRequestLines waits until log holds a request line for every cell,
+// or 15s.
+func waitRequestLines(log *testsupport.SyncBuffer, cells []*cell) {
+	log.Wait(15*time.Second, func(s string) bool {
+		for _, cl := range cells {
+			if len(requestLines(s, cl.model)) == 0 {
+				return false
+			}
 		}
-	}
+		return true
+	})
 }
 
 // firstTried is a record's first attempt that was sent (the other cells'
@@ -396,21 +437,26 @@ func TestClientMatrix(t *testing.T) {
 		t.Run(mk.name, func(t *testing.T) {
 			t.Parallel()
 			wy := mk.make(t, cls)
-			for _, cl := range wy.world.cells {
-				t.Run(cl.client.name+"/"+cl.kase.name, func(t *testing.T) {
-					cl.client.require(t, fx)
+			for _, c := range cls {
+				var mine []*cell
+				for _, cl := range wy.world.cells {
+					if cl.client == c {
+						mine = append(mine, cl)
+					}
+				}
+				t.Run(c.name, func(t *testing.T) {
+					c.require(t, fx)
 					t.Parallel()
-					runCell(t, wy, cl, fx)
+					runClient(t, wy, c, mine, fx)
 				})
 			}
 		})
 	}
 }
 
-// detourRunWay is `detour run -- APP`, as a developer types it: each cell
-// its own run (a run is one detour for one command), all runs on one
-// world's fake vendors and CA. Apps get what `detour run` sets, nothing
-// else.
+// detourRunWay is `detour run -- APP`, as a developer types it: a run per
+// app (a run is one detour for one command), all on one world's fake
+// vendors and CA. Apps get what `detour run` sets, nothing else.
 func detourRunWay(t *testing.T, cls []*client) *way {
 	w := newWorld(t, "127.0.0.1", cls)
 	wy := &way{world: w}
@@ -422,8 +468,8 @@ func detourRunWay(t *testing.T, cls []*client) *way {
 		}
 		return "proxy"
 	}
-	wy.run = func(t *testing.T, cl *cell, argv, env []string, stdout io.Writer) (int, []map[string]any, string) {
-		pol := w.policy(t, cl.model, []*cell{cl}, nil)
+	wy.run = func(t *testing.T, c *client, cells []*cell, argv, env []string, stdout io.Writer) (int, string) {
+		pol := w.policy(t, c.name, cells, nil)
 		logFile := filepath.Join(t.TempDir(), "detour.log")
 		var stderr testsupport.SyncBuffer
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -432,14 +478,20 @@ func detourRunWay(t *testing.T, cls []*client) *way {
 			Command: argv, PolicyPath: pol, LogFile: logFile, Env: env,
 			Stdout: stdout, Stderr: &stderr, Signals: make(chan os.Signal),
 		})
+		// Run returns once detour has stopped: every record is logged.
 		log, _ := os.ReadFile(logFile)
 		if err != nil {
 			t.Fatalf("detour run: %v\nstderr:\n%s\nlog:\n%s", err, stderr.String(), log)
 		}
-		if cl.kase.name == "failover" && (res.Summary.FailedOver != 1 || res.Summary.AnsweredBy[cl.backupName] != 1) {
-			t.Errorf("detour run's summary %+v; want one request failed over to %s", res.Summary, cl.backupName)
+		for _, cl := range cells {
+			// The summary counts as failed over whatever a chain's first
+			// upstream did not answer, and here every cell after the
+			// first is later in the chain: only the pair is checked.
+			if pair := cl.primaryName + "→" + cl.backupName; cl.kase.name == "failover" && (res.Summary.Failovers[pair] != 1 || res.Summary.AnsweredBy[cl.backupName] != 1) {
+				t.Errorf("detour run's summary %+v; want one request failed over %s", res.Summary, pair)
+			}
 		}
-		return res.ExitCode, requestLines(string(log), cl.model), "stderr:\n" + stderr.String() + "\nlog:\n" + string(log)
+		return res.ExitCode, "stderr:\n" + stderr.String() + "\nlog:\n" + string(log)
 	}
 	return wy
 }

@@ -103,7 +103,7 @@ func transparentWay(t *testing.T, cls []*client) *way {
 	}
 
 	wy := &way{world: w, env: env, mode: func(*client) string { return "transparent" }}
-	wy.run = func(t *testing.T, cl *cell, argv, env []string, stdout io.Writer) (int, []map[string]any, string) {
+	wy.run = func(t *testing.T, c *client, cells []*cell, argv, env []string, stdout io.Writer) (int, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns}, argv...)...)
@@ -116,19 +116,20 @@ func transparentWay(t *testing.T, cls []*client) *way {
 		if err != nil && !errors.As(err, &ee) {
 			t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, stderr.String())
 		}
-		// A record is logged when detour's handler returns, which may be
-		// after the app has read its answer and exited.
-		log.Wait(15*time.Second, func(s string) bool { return len(requestLines(s, cl.model)) > 0 })
-		// The log is every cell's: the report keeps detour's own lines and
-		// this cell's requests.
+		waitRequestLines(log, cells)
+		// The log is every app's: keep detour's own lines and this app's
+		// requests.
 		var mine []string
 		for _, l := range strings.Split(log.String(), "\n") {
-			if !strings.Contains(l, `"message":"request"`) || strings.Contains(l, `"model":"`+cl.model+`"`) {
+			keep := !strings.Contains(l, `"message":"request"`)
+			for _, cl := range cells {
+				keep = keep || strings.Contains(l, `"model":"`+cl.model+`"`)
+			}
+			if keep {
 				mine = append(mine, l)
 			}
 		}
-		return cmd.ProcessState.ExitCode(), requestLines(log.String(), cl.model),
-			"app's stderr:\n" + stderr.String() + "\ndetour's log (this cell's requests):\n" + strings.Join(mine, "\n")
+		return cmd.ProcessState.ExitCode(), "app's stderr:\n" + stderr.String() + "\ndetour's log (this app's requests):\n" + strings.Join(mine, "\n")
 	}
 	return wy
 }

@@ -5,7 +5,8 @@
 // system properties) and the JVM's trust store (javax.net.ssl.trustStore),
 // which is all that JAVA_TOOL_OPTIONS can give it from outside.
 //
-// usage: java Client CASE MODEL, CASE one of answer, stream. It prints
+// usage: java Client CASE MODEL [CASE MODEL]…, CASE one of answer, stream:
+// one call per pair, in turn, each announced by "case MODEL". It prints
 // "answer TEXT"; or one "delta JSON-STRING" line per streamed piece as it
 // arrives, then "done"; or "error STATUS TYPE MESSAGE" from the vendor's
 // error body. The JDK has no JSON parser: a regular expression reads the
@@ -32,11 +33,17 @@ public class Client {
     }
 
     public static void main(String[] args) throws Exception {
-        String kase = args[0], model = args[1];
+        HttpClient client = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(30)).build();
+        for (int i = 0; i + 1 < args.length; i += 2) {
+            out("case " + args[i + 1]);
+            runCase(client, args[i], args[i + 1]);
+        }
+    }
+
+    private static void runCase(HttpClient client, String kase, String model) throws Exception {
         boolean stream = kase.equals("stream");
         String body = "{\"model\":\"" + model + "\",\"messages\":[{\"role\":\"user\",\"content\":\"Say hello.\"}]"
                 + (stream ? ",\"stream\":true}" : "}");
-        HttpClient client = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(30)).build();
         HttpRequest req = HttpRequest.newBuilder(URI.create("https://api.openai.com/v1/chat/completions"))
                 .timeout(Duration.ofSeconds(60))
                 .header("Authorization", "Bearer " + System.getenv("OPENAI_API_KEY"))
@@ -47,7 +54,7 @@ public class Client {
             HttpResponse<String> resp = client.send(req, HttpResponse.BodyHandlers.ofString());
             if (resp.statusCode() >= 400) {
                 out("error " + resp.statusCode() + " " + field(resp.body(), "type") + " " + field(resp.body(), "message"));
-                System.exit(1);
+                return;
             }
             out("answer " + field(resp.body(), "content"));
             return;
@@ -57,7 +64,7 @@ public class Client {
         if (resp.statusCode() >= 400) {
             String all = String.join("\n", (Iterable<String>) resp.body()::iterator);
             out("error " + resp.statusCode() + " " + field(all, "type") + " " + field(all, "message"));
-            System.exit(1);
+            return;
         }
         for (Iterator<String> it = resp.body().iterator(); it.hasNext();) {
             String line = it.next();

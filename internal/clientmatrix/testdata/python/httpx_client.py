@@ -3,7 +3,8 @@ Chat Completions API at api.openai.com with the key in OPENAI_API_KEY. It
 knows nothing of detour: httpx reads HTTPS_PROXY and SSL_CERT_FILE itself
 (trust_env, its default).
 
-usage: httpx_client.py CASE MODEL, CASE one of answer, stream. Output as
+usage: httpx_client.py CASE MODEL [CASE MODEL]…, CASE one of answer,
+stream. Output as
 urllib_client.py's: "answer TEXT"; "delta JSON-STRING" lines as they arrive,
 then "done"; "error STATUS TYPE MESSAGE" for an HTTP error.
 """
@@ -14,8 +15,7 @@ import sys
 import httpx
 
 
-def main():
-    case, model = sys.argv[1], sys.argv[2]
+def run_case(case, model):
     body = {"model": model, "messages": [{"role": "user", "content": "Say hello."}]}
     headers = {"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"]}
     url = "https://api.openai.com/v1/chat/completions"
@@ -46,6 +46,14 @@ def main():
                         print("delta " + json.dumps(piece), flush=True)
         print("done", flush=True)
         return 0
+
+
+def main():
+    args = sys.argv[1:]
+    for i in range(0, len(args), 2):
+        print("case " + args[i + 1], flush=True)
+        run_case(args[i], args[i + 1])
+    return 0
 
 
 if __name__ == "__main__":

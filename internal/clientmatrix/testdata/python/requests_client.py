@@ -3,7 +3,8 @@ OpenAI Chat Completions API at api.openai.com with the key in
 OPENAI_API_KEY. It knows nothing of detour: requests reads HTTPS_PROXY and
 REQUESTS_CA_BUNDLE itself.
 
-usage: requests_client.py CASE MODEL, CASE one of answer, stream. Output as
+usage: requests_client.py CASE MODEL [CASE MODEL]…, CASE one of answer,
+stream. Output as
 urllib_client.py's: "answer TEXT"; "delta JSON-STRING" lines as they arrive,
 then "done"; "error STATUS TYPE MESSAGE" for an HTTP error.
 """
@@ -14,8 +15,7 @@ import sys
 import requests
 
 
-def main():
-    case, model = sys.argv[1], sys.argv[2]
+def run_case(case, model):
     body = {"model": model, "messages": [{"role": "user", "content": "Say hello."}]}
     if case == "stream":
         body["stream"] = True
@@ -42,6 +42,14 @@ def main():
             if piece:
                 print("delta " + json.dumps(piece), flush=True)
     print("done", flush=True)
+    return 0
+
+
+def main():
+    args = sys.argv[1:]
+    for i in range(0, len(args), 2):
+        print("case " + args[i + 1], flush=True)
+        run_case(args[i], args[i + 1])
     return 0
 
 

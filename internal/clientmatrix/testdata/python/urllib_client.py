@@ -3,7 +3,8 @@ Chat Completions API at api.openai.com with the key in OPENAI_API_KEY. It
 knows nothing of detour: urllib's own defaults pick up HTTPS_PROXY and
 OpenSSL's SSL_CERT_FILE.
 
-usage: urllib_client.py CASE MODEL, CASE one of answer, stream. It prints
+usage: urllib_client.py CASE MODEL [CASE MODEL]…, CASE one of answer,
+stream: one call per pair, in turn, each announced by "case MODEL". It prints
 "answer TEXT", or one "delta JSON-STRING" line per streamed piece as it
 arrives and then "done", or for an HTTP error "error STATUS TYPE MESSAGE"
 from the vendor's error body.
@@ -15,8 +16,7 @@ import urllib.error
 import urllib.request
 
 
-def main():
-    case, model = sys.argv[1], sys.argv[2]
+def run_case(case, model):
     body = {"model": model, "messages": [{"role": "user", "content": "Say hello."}]}
     if case == "stream":
         body["stream"] = True
@@ -49,6 +49,14 @@ def main():
         err = json.load(e).get("error", {})
         print("error %d %s %s" % (e.code, err.get("type"), err.get("message")), flush=True)
         return 1
+
+
+def main():
+    args = sys.argv[1:]
+    for i in range(0, len(args), 2):
+        print("case " + args[i + 1], flush=True)
+        run_case(args[i], args[i + 1])
+    return 0
 
 
 if __name__ == "__main__":
