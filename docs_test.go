@@ -36,7 +36,8 @@ var outsideDocuments = []string{
 
 // repoFiles returns every regular file of the repository that a reader
 // reads as text (source, docs, charts, CI scripts), with its content; the
-// .git directory and fuzz corpora are skipped.
+// .git directory, fuzz corpora and node_modules (third-party packages that
+// npm installs from a lock file, not part of the repository) are skipped.
 func repoFiles(t *testing.T) map[string][]byte {
 	t.Helper()
 	files := map[string][]byte{}
@@ -45,7 +46,7 @@ func repoFiles(t *testing.T) map[string][]byte {
 			return err
 		}
 		if d.IsDir() {
-			if d.Name() == ".git" || (d.Name() == "fuzz" && filepath.Base(filepath.Dir(p)) == "testdata") {
+			if d.Name() == ".git" || d.Name() == "node_modules" || (d.Name() == "fuzz" && filepath.Base(filepath.Dir(p)) == "testdata") {
 				return filepath.SkipDir
 			}
 			return nil

@@ -16,6 +16,7 @@ import (
 
 	"github.com/detour-proxy/detour/internal/detourtest"
 	"github.com/detour-proxy/detour/internal/mitm"
+	"github.com/detour-proxy/detour/internal/testsupport"
 	"github.com/detour-proxy/detour/proxy"
 	"github.com/detour-proxy/detour/rewrite"
 )
@@ -144,34 +145,9 @@ func vethPair(t *testing.T) (podIP, ns string) {
 
 // namedVethPair is vethPair with its names and its /16 given: the
 // namespace is name-PID, the links prefix+"h"/"p"+PID, the addresses
-// 198.octet.x.y, so that tests and benchmarks never meet.
+// 198.octet.x.y, so that tests and benchmarks never meet. It is
+// testsupport.VethPair, which other packages' namespace tests share.
 func namedVethPair(tb testing.TB, name, prefix string, octet int) (hostIP, ns string) {
 	tb.Helper()
-	id := os.Getpid() % 16000
-	ns = fmt.Sprintf("%s-%d", name, id)
-	host, peer := fmt.Sprintf("%sh%d", prefix, id), fmt.Sprintf("%sp%d", prefix, id)
-	a, b := 4*id/256, 4*id%256 // a < 250: the /30 stays inside 198.octet.0.0/16
-	hostIP = fmt.Sprintf("198.%d.%d.%d", octet, a, b+1)
-	peerIP := fmt.Sprintf("198.%d.%d.%d", octet, a, b+2)
-	sh := func(args ...string) {
-		tb.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			tb.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
-	// A run that was killed leaves its namespace and link behind; a later
-	// process with the same pid would trip over them.
-	_ = exec.Command("ip", "netns", "del", ns).Run()
-	_ = exec.Command("ip", "link", "del", host).Run()
-	sh("netns", "add", ns)
-	tb.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
-	sh("link", "add", host, "type", "veth", "peer", "name", peer)
-	tb.Cleanup(func() { _ = exec.Command("ip", "link", "del", host).Run() })
-	sh("link", "set", peer, "netns", ns)
-	sh("addr", "add", hostIP+"/30", "dev", host)
-	sh("link", "set", host, "up")
-	sh("netns", "exec", ns, "ip", "addr", "add", peerIP+"/30", "dev", peer)
-	sh("netns", "exec", ns, "ip", "link", "set", peer, "up")
-	sh("netns", "exec", ns, "ip", "link", "set", "lo", "up")
-	return hostIP, ns
+	return testsupport.VethPair(tb, name, prefix, octet)
 }
