@@ -26,14 +26,15 @@ const maxWatched = 1024
 // "" on Linux.
 //
 // It reads /proc: the tree from each task's children file (each
-// /proc/<pid>/stat's parent when the kernel has no children files), each
-// process's sockets from /proc/<pid>/fd, and their state and remote address
-// from the tcp and tcp6 tables of CMD's own network namespace. Only
-// connections being opened (SYN_SENT) or open (ESTABLISHED) count; the
-// sockets of detour itself are never looked at, since detour is not in CMD's
-// tree.
+// /proc/<pid>/stat's parent when the kernel has no children files), and
+// each process's sockets from /proc/<pid>/fd. Their state and peer come
+// from the kernel's socket table of CMD's network namespace: by sock_diag
+// netlink when CMD shares detour's namespace, else from /proc/<pid>/net/tcp
+// and tcp6. Only connections being opened (SYN_SENT) or open (ESTABLISHED)
+// count; the sockets of detour itself are never looked at, since detour is
+// not in CMD's tree.
 func watchBypasses(pid int, t bypassTargets, report func(Bypass)) (stop func() []Bypass, unchecked string) {
-	w := &procWatcher{root: pid, targets: t, report: report, proc: "/proc"}
+	w := &procWatcher{root: pid, targets: t, report: report, proc: "/proc", diag: sameNetns(pid)}
 	done, finished := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(finished)
@@ -59,13 +60,34 @@ func watchBypasses(pid int, t bypassTargets, report func(Bypass)) (stop func() [
 	}, ""
 }
 
+// sameNetns reports whether pid is in detour's own network namespace.
+func sameNetns(pid int) bool {
+	ours, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		return false
+	}
+	theirs, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "ns", "net"))
+	return err == nil && ours == theirs
+}
+
+// fullEvery is how many scans may skip reading the socket table when CMD's
+// tree holds no socket it did not hold at the last read: a socket connected
+// after the scan that first saw it (socket() and connect() are two calls)
+// is still found within a second.
+const fullEvery = 10
+
 // procWatcher is one watch's state.
 type procWatcher struct {
 	root    int
 	targets bypassTargets
 	report  func(Bypass)
 	proc    string // "/proc"; a variable for tests
+	diag    bool   // read the socket table by sock_diag, not /proc/<pid>/net
 	log     bypassLog
+	// known are the socket inodes of the tree at the last table read, and
+	// skipped the scans since that read.
+	known   map[string]bool
+	skipped int
 }
 
 // TCP states as /proc/net/tcp prints them (include/net/tcp_states.h).
@@ -100,10 +122,53 @@ func (w *procWatcher) scan() {
 	if len(owner) == 0 {
 		return
 	}
+	// Reading the socket table is most of a scan's cost (the kernel walks
+	// every socket of the namespace): skip it while the tree holds only
+	// sockets already looked at, up to fullEvery scans.
+	fresh := w.known == nil || w.skipped >= fullEvery
+	for inode := range owner {
+		if !w.known[inode] {
+			fresh = true
+			break
+		}
+	}
+	if !fresh {
+		w.skipped++
+		return
+	}
+	w.skipped = 0
+	w.known = make(map[string]bool, len(owner))
+	for inode := range owner {
+		w.known[inode] = true
+	}
+	for inode, c := range w.table(pids[0]) {
+		pid, ok := owner[inode]
+		if !ok || !w.targets.matches(c.remote) {
+			continue
+		}
+		b := Bypass{Runtime: w.runtime(pid), PID: pid, Remote: c.remote.String()}
+		if w.log.first(b, c.remote) {
+			w.report(b)
+		}
+	}
+}
+
+// table returns the opening and open TCP sockets of pid's network
+// namespace by inode.
+func (w *procWatcher) table(pid int) map[string]tcpConn {
+	if w.diag {
+		conns, err := diagTCP()
+		if err == nil {
+			return conns
+		}
+		// No sock_diag (a kernel without inet_diag): /proc serves.
+		w.diag = false
+	}
+	conns := map[string]tcpConn{}
 	// The tables of CMD's own network namespace: /proc/<pid>/net is the
 	// namespace of that process, which need not be detour's.
 	for _, table := range []string{"tcp", "tcp6"} {
-		data, err := os.ReadFile(filepath.Join(w.proc, strconv.Itoa(pids[0]), "net", table))
+		data, err := os.ReadFile(filepath.Join(w.proc, strconv.Itoa(pid), "net", table))
 		if err != nil {
 			continue
 		}
@@ -114,20 +179,12 @@ func (w *procWatcher) scan() {
 			if len(f) < 10 || (f[3] != tcpEstablished && f[3] != tcpSynSent) {
 				continue
 			}
-			pid, ok := owner[f[9]]
-			if !ok {
-				continue
-			}
-			remote, ok := parseProcAddr(f[2])
-			if !ok || !w.targets.matches(remote) {
-				continue
-			}
-			b := Bypass{Runtime: w.runtime(pid), PID: pid, Remote: remote.String()}
-			if w.log.first(b, remote) {
-				w.report(b)
+			if remote, ok := parseProcAddr(f[2]); ok {
+				conns[f[9]] = tcpConn{state: f[3], remote: remote}
 			}
 		}
 	}
+	return conns
 }
 
 // tree returns the root and its descendants, root first, at most

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -219,5 +220,85 @@ func TestConnectionPastDetourIsWarnedAbout(t *testing.T) {
 	}
 	if n := strings.Count(stderr.String(), live); n != 1 {
 		t.Errorf("live warning printed %d times; want once per process and address:\n%s", n, stderr.String())
+	}
+}
+
+// BenchmarkProcWatcherScan measures one scan (what the watcher costs every
+// bypassInterval) of a small real tree: this process, holding a few
+// sockets, and a child shell. "full" reads the socket table each time (by
+// sock_diag, or /proc/<pid>/net/tcp and tcp6), "steady" is the watcher as
+// it runs, reading it only when the tree has a new socket or every
+// fullEvery scans.
+func BenchmarkProcWatcherScan(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	for range 4 {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+	}
+	child := exec.Command("sh", "-c", "read x")
+	stdin, _ := child.StdinPipe()
+	if err := child.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { stdin.Close(); _ = child.Wait() }()
+	targets := newBypassTargets(compileRoutes(b, "api.openai.com"))
+	for _, bc := range []struct {
+		name       string
+		diag, full bool
+	}{{"full sock_diag", true, true}, {"full proc", false, true}, {"steady", true, false}} {
+		b.Run(bc.name, func(b *testing.B) {
+			w := &procWatcher{root: os.Getpid(), proc: "/proc", diag: bc.diag, targets: targets, report: func(Bypass) {}}
+			b.ReportAllocs()
+			for b.Loop() {
+				if bc.full {
+					w.known = nil
+				}
+				w.scan()
+			}
+		})
+	}
+}
+
+// The sock_diag reader finds a connection of this process by its inode,
+// with its peer, as /proc/net/tcp shows it.
+func TestDiagTCPFindsAConnection(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	raw, err := c.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var link string
+	if err := raw.Control(func(fd uintptr) { link, err = os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd)) }); err != nil || link == "" {
+		t.Fatalf("the connection's inode: %q, %v", link, err)
+	}
+	inode := strings.TrimSuffix(strings.TrimPrefix(link, "socket:["), "]")
+	conns, err := diagTCP()
+	if err != nil {
+		t.Skipf("no sock_diag here: %v", err)
+	}
+	want := tcpConn{state: tcpEstablished, remote: netip.MustParseAddrPort(ln.Addr().String())}
+	if got := conns[inode]; got != want {
+		t.Errorf("sock_diag has inode %s as %+v; want %+v", inode, got, want)
+	}
+	w := &procWatcher{proc: "/proc"}
+	if got := w.table(os.Getpid())[inode]; got != want {
+		t.Errorf("/proc/<pid>/net/tcp has inode %s as %+v; want %+v", inode, got, want)
 	}
 }
