@@ -20,15 +20,15 @@ const sockDiagByFamily = 20
 // inetDiagMsgLen is the size of struct inet_diag_msg (linux/inet_diag.h).
 const inetDiagMsgLen = 72
 
-// tcpConn is one TCP socket's state and peer, as a scan needs them.
+// tcpConn is one TCP socket's state and ends, as a scan needs them.
 type tcpConn struct {
-	state  string // as /proc/net/tcp prints it: tcpEstablished, tcpSynSent
-	remote netip.AddrPort
+	state         string // as /proc/net/tcp prints it: tcpEstablished, tcpSynSent, tcpListen
+	local, remote netip.AddrPort
 }
 
 // diagTCP asks the kernel, over a NETLINK_INET_DIAG socket, for every TCP
-// socket of detour's own network namespace that is opening or open, by
-// inode. The kernel filters by state, and the answer is binary: on a large
+// socket of detour's own network namespace that is opening, open or
+// listening, by inode. The kernel filters by state, and the answer is binary: on a large
 // machine this costs a fraction of reading /proc/net/tcp and tcp6, whose
 // text the kernel writes for every socket.
 func diagTCP() (map[string]tcpConn, error) {
@@ -53,7 +53,7 @@ func diagTCP() (map[string]tcpConn, error) {
 		binary.NativeEndian.PutUint16(req[4:], sockDiagByFamily)
 		binary.NativeEndian.PutUint16(req[6:], unix.NLM_F_REQUEST|unix.NLM_F_DUMP)
 		req[16], req[17] = family, unix.IPPROTO_TCP
-		binary.NativeEndian.PutUint32(req[20:], 1<<unix.BPF_TCP_ESTABLISHED|1<<unix.BPF_TCP_SYN_SENT)
+		binary.NativeEndian.PutUint32(req[20:], 1<<unix.BPF_TCP_ESTABLISHED|1<<unix.BPF_TCP_SYN_SENT|1<<unix.BPF_TCP_LISTEN)
 		if err := unix.Sendto(fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 			return nil, fmt.Errorf("sock_diag: %w", err)
 		}
@@ -89,18 +89,27 @@ func readDiag(fd int, buf []byte, conns map[string]tcpConn) error {
 				continue
 			}
 			d := m.Data
-			var ip netip.Addr
-			if d[0] == unix.AF_INET {
-				ip = netip.AddrFrom4([4]byte(d[24:28]))
-			} else {
-				ip = netip.AddrFrom16([16]byte(d[24:40]))
+			// struct inet_diag_sockid: sport, dport (big-endian), src,
+			// dst (16 bytes each, an IPv4 address in the first 4).
+			addr := func(b []byte) netip.Addr {
+				if d[0] == unix.AF_INET {
+					return netip.AddrFrom4([4]byte(b[:4]))
+				}
+				return netip.AddrFrom16([16]byte(b[:16])).Unmap()
 			}
 			state := tcpEstablished
-			if d[1] == unix.BPF_TCP_SYN_SENT {
+			switch d[1] {
+			case unix.BPF_TCP_SYN_SENT:
 				state = tcpSynSent
+			case unix.BPF_TCP_LISTEN:
+				state = tcpListen
 			}
 			inode := strconv.FormatUint(uint64(binary.NativeEndian.Uint32(d[68:72])), 10)
-			conns[inode] = tcpConn{state: state, remote: netip.AddrPortFrom(ip.Unmap(), binary.BigEndian.Uint16(d[6:8]))}
+			conns[inode] = tcpConn{
+				state:  state,
+				local:  netip.AddrPortFrom(addr(d[8:24]), binary.BigEndian.Uint16(d[4:6])),
+				remote: netip.AddrPortFrom(addr(d[24:40]), binary.BigEndian.Uint16(d[6:8])),
+			}
 		}
 	}
 }

@@ -31,10 +31,16 @@ const maxWatched = 1024
 // from the kernel's socket table of CMD's network namespace: by sock_diag
 // netlink when CMD shares detour's namespace, else from /proc/<pid>/net/tcp
 // and tcp6. Only connections being opened (SYN_SENT) or open (ESTABLISHED)
-// count; the sockets of detour itself are never looked at, since detour is
-// not in CMD's tree.
+// count; the sockets of detour itself are not CMD's (detour is not in CMD's
+// tree), and a connection of CMD's whose other end detour's process
+// accepted (one the kernel redirected to detour's transparent listener,
+// whose peer is still the vendor's address) was seen by detour.
 func watchBypasses(pid int, t bypassTargets, report func(Bypass)) (stop func() []Bypass, unchecked string) {
-	w := &procWatcher{root: pid, targets: t, report: report, proc: "/proc", diag: sameNetns(pid)}
+	same := sameNetns(pid)
+	w := &procWatcher{root: pid, targets: t, report: report, proc: "/proc", diag: same}
+	if same {
+		w.self = os.Getpid()
+	}
 	done, finished := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(finished)
@@ -83,7 +89,11 @@ type procWatcher struct {
 	report  func(Bypass)
 	proc    string // "/proc"; a variable for tests
 	diag    bool   // read the socket table by sock_diag, not /proc/<pid>/net
-	log     bypassLog
+	// self is detour's own process when it shares CMD's namespace (0
+	// otherwise): a connection it accepted was seen by detour, wherever the
+	// app meant it to go (transparent mode: the kernel redirected it).
+	self int
+	log  bypassLog
 	// known are the socket inodes of the tree at the last table read, and
 	// skipped the scans since that read.
 	known   map[string]bool
@@ -94,30 +104,66 @@ type procWatcher struct {
 const (
 	tcpEstablished = "01"
 	tcpSynSent     = "02"
+	tcpListen      = "0A"
 )
+
+// sockets adds the socket inodes pid holds to owner (inode → pid), keeping
+// the first holder of a socket shared across a fork.
+func (w *procWatcher) sockets(pid int, owner map[string]int) {
+	dir := filepath.Join(w.proc, strconv.Itoa(pid), "fd")
+	fds, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, fd := range fds {
+		link, err := os.Readlink(filepath.Join(dir, fd.Name()))
+		if err != nil {
+			continue
+		}
+		if inode, ok := strings.CutPrefix(link, "socket:["); ok {
+			inode = strings.TrimSuffix(inode, "]")
+			if _, dup := owner[inode]; !dup {
+				owner[inode] = pid
+			}
+		}
+	}
+}
+
+// accepted returns the app ends of the connections detour's own process
+// accepted on one of its listening sockets.
+func (w *procWatcher) accepted(table map[string]tcpConn) map[netip.AddrPort]bool {
+	if w.self == 0 {
+		return nil
+	}
+	mine := map[string]int{}
+	w.sockets(w.self, mine)
+	listening := map[netip.AddrPort]bool{}
+	for inode := range mine {
+		if c, ok := table[inode]; ok && c.state == tcpListen {
+			listening[c.local] = true
+		}
+	}
+	peers := map[netip.AddrPort]bool{}
+	for inode := range mine {
+		c, ok := table[inode]
+		if !ok || c.state != tcpEstablished {
+			continue
+		}
+		any4 := netip.AddrPortFrom(netip.IPv4Unspecified(), c.local.Port())
+		any6 := netip.AddrPortFrom(netip.IPv6Unspecified(), c.local.Port())
+		if listening[c.local] || listening[any4] || listening[any6] {
+			peers[c.remote] = true
+		}
+	}
+	return peers
+}
 
 // scan looks once at every socket of CMD's tree.
 func (w *procWatcher) scan() {
 	pids := w.tree()
 	owner := map[string]int{} // socket inode → a process holding it
 	for _, pid := range pids {
-		dir := filepath.Join(w.proc, strconv.Itoa(pid), "fd")
-		fds, err := os.ReadDir(dir)
-		if err != nil {
-			continue
-		}
-		for _, fd := range fds {
-			link, err := os.Readlink(filepath.Join(dir, fd.Name()))
-			if err != nil {
-				continue
-			}
-			if inode, ok := strings.CutPrefix(link, "socket:["); ok {
-				inode = strings.TrimSuffix(inode, "]")
-				if _, dup := owner[inode]; !dup {
-					owner[inode] = pid
-				}
-			}
-		}
+		w.sockets(pid, owner)
 	}
 	if len(owner) == 0 {
 		return
@@ -141,9 +187,17 @@ func (w *procWatcher) scan() {
 	for inode := range owner {
 		w.known[inode] = true
 	}
-	for inode, c := range w.table(pids[0]) {
+	table := w.table(pids[0])
+	var seen map[netip.AddrPort]bool // computed once, when needed
+	for inode, c := range table {
 		pid, ok := owner[inode]
-		if !ok || !w.targets.matches(c.remote) {
+		if !ok || c.state == tcpListen || !w.targets.matches(c.remote) {
+			continue
+		}
+		if seen == nil {
+			seen = w.accepted(table)
+		}
+		if seen[c.local] {
 			continue
 		}
 		b := Bypass{Runtime: w.runtime(pid), PID: pid, Remote: c.remote.String()}
@@ -153,8 +207,8 @@ func (w *procWatcher) scan() {
 	}
 }
 
-// table returns the opening and open TCP sockets of pid's network
-// namespace by inode.
+// table returns the opening, open and listening TCP sockets of pid's
+// network namespace by inode.
 func (w *procWatcher) table(pid int) map[string]tcpConn {
 	if w.diag {
 		conns, err := diagTCP()
@@ -176,11 +230,13 @@ func (w *procWatcher) table(pid int) map[string]tcpConn {
 		sc.Scan() // the header line
 		for sc.Scan() {
 			f := strings.Fields(sc.Text())
-			if len(f) < 10 || (f[3] != tcpEstablished && f[3] != tcpSynSent) {
+			if len(f) < 10 || (f[3] != tcpEstablished && f[3] != tcpSynSent && f[3] != tcpListen) {
 				continue
 			}
-			if remote, ok := parseProcAddr(f[2]); ok {
-				conns[f[9]] = tcpConn{state: f[3], remote: remote}
+			local, okL := parseProcAddr(f[1])
+			remote, okR := parseProcAddr(f[2])
+			if okL && okR {
+				conns[f[9]] = tcpConn{state: f[3], local: local, remote: remote}
 			}
 		}
 	}
