@@ -11,7 +11,7 @@ import (
 
 // compileRoutes compiles a policy with one static upstream and a route for
 // each host.
-func compileRoutes(t *testing.T, hosts ...string) *policy.Compiled {
+func compileRoutes(t testing.TB, hosts ...string) *policy.Compiled {
 	t.Helper()
 	var routes []string
 	for i, h := range hosts {

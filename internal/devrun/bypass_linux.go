@@ -26,14 +26,21 @@ const maxWatched = 1024
 // "" on Linux.
 //
 // It reads /proc: the tree from each task's children file (each
-// /proc/<pid>/stat's parent when the kernel has no children files), each
-// process's sockets from /proc/<pid>/fd, and their state and remote address
-// from the tcp and tcp6 tables of CMD's own network namespace. Only
-// connections being opened (SYN_SENT) or open (ESTABLISHED) count; the
-// sockets of detour itself are never looked at, since detour is not in CMD's
-// tree.
+// /proc/<pid>/stat's parent when the kernel has no children files), and
+// each process's sockets from /proc/<pid>/fd. Their state and peer come
+// from the kernel's socket table of CMD's network namespace: by sock_diag
+// netlink when CMD shares detour's namespace, else from /proc/<pid>/net/tcp
+// and tcp6. Only connections being opened (SYN_SENT) or open (ESTABLISHED)
+// count; the sockets of detour itself are not CMD's (detour is not in CMD's
+// tree), and a connection of CMD's whose other end detour's process
+// accepted (one the kernel redirected to detour's transparent listener,
+// whose peer is still the vendor's address) was seen by detour.
 func watchBypasses(pid int, t bypassTargets, report func(Bypass)) (stop func() []Bypass, unchecked string) {
-	w := &procWatcher{root: pid, targets: t, report: report, proc: "/proc"}
+	same := sameNetns(pid)
+	w := &procWatcher{root: pid, targets: t, report: report, proc: "/proc", diag: same}
+	if same {
+		w.self = os.Getpid()
+	}
 	done, finished := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(finished)
@@ -59,51 +66,163 @@ func watchBypasses(pid int, t bypassTargets, report func(Bypass)) (stop func() [
 	}, ""
 }
 
+// sameNetns reports whether pid is in detour's own network namespace.
+func sameNetns(pid int) bool {
+	ours, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		return false
+	}
+	theirs, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "ns", "net"))
+	return err == nil && ours == theirs
+}
+
+// fullEvery is how many scans may skip reading the socket table when CMD's
+// tree holds no socket it did not hold at the last read: a socket connected
+// after the scan that first saw it (socket() and connect() are two calls)
+// is still found within a second.
+const fullEvery = 10
+
 // procWatcher is one watch's state.
 type procWatcher struct {
 	root    int
 	targets bypassTargets
 	report  func(Bypass)
 	proc    string // "/proc"; a variable for tests
-	log     bypassLog
+	diag    bool   // read the socket table by sock_diag, not /proc/<pid>/net
+	// self is detour's own process when it shares CMD's namespace (0
+	// otherwise): a connection it accepted was seen by detour, wherever the
+	// app meant it to go (transparent mode: the kernel redirected it).
+	self int
+	log  bypassLog
+	// known are the socket inodes of the tree at the last table read, and
+	// skipped the scans since that read.
+	known   map[string]bool
+	skipped int
 }
 
 // TCP states as /proc/net/tcp prints them (include/net/tcp_states.h).
 const (
 	tcpEstablished = "01"
 	tcpSynSent     = "02"
+	tcpListen      = "0A"
 )
+
+// sockets adds the socket inodes pid holds to owner (inode → pid), keeping
+// the first holder of a socket shared across a fork.
+func (w *procWatcher) sockets(pid int, owner map[string]int) {
+	dir := filepath.Join(w.proc, strconv.Itoa(pid), "fd")
+	fds, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, fd := range fds {
+		link, err := os.Readlink(filepath.Join(dir, fd.Name()))
+		if err != nil {
+			continue
+		}
+		if inode, ok := strings.CutPrefix(link, "socket:["); ok {
+			inode = strings.TrimSuffix(inode, "]")
+			if _, dup := owner[inode]; !dup {
+				owner[inode] = pid
+			}
+		}
+	}
+}
+
+// accepted returns the app ends of the connections detour's own process
+// accepted on one of its listening sockets.
+func (w *procWatcher) accepted(table map[string]tcpConn) map[netip.AddrPort]bool {
+	if w.self == 0 {
+		return nil
+	}
+	mine := map[string]int{}
+	w.sockets(w.self, mine)
+	listening := map[netip.AddrPort]bool{}
+	for inode := range mine {
+		if c, ok := table[inode]; ok && c.state == tcpListen {
+			listening[c.local] = true
+		}
+	}
+	peers := map[netip.AddrPort]bool{}
+	for inode := range mine {
+		c, ok := table[inode]
+		if !ok || c.state != tcpEstablished {
+			continue
+		}
+		any4 := netip.AddrPortFrom(netip.IPv4Unspecified(), c.local.Port())
+		any6 := netip.AddrPortFrom(netip.IPv6Unspecified(), c.local.Port())
+		if listening[c.local] || listening[any4] || listening[any6] {
+			peers[c.remote] = true
+		}
+	}
+	return peers
+}
 
 // scan looks once at every socket of CMD's tree.
 func (w *procWatcher) scan() {
 	pids := w.tree()
 	owner := map[string]int{} // socket inode → a process holding it
 	for _, pid := range pids {
-		dir := filepath.Join(w.proc, strconv.Itoa(pid), "fd")
-		fds, err := os.ReadDir(dir)
-		if err != nil {
-			continue
-		}
-		for _, fd := range fds {
-			link, err := os.Readlink(filepath.Join(dir, fd.Name()))
-			if err != nil {
-				continue
-			}
-			if inode, ok := strings.CutPrefix(link, "socket:["); ok {
-				inode = strings.TrimSuffix(inode, "]")
-				if _, dup := owner[inode]; !dup {
-					owner[inode] = pid
-				}
-			}
-		}
+		w.sockets(pid, owner)
 	}
 	if len(owner) == 0 {
 		return
 	}
+	// Reading the socket table is most of a scan's cost (the kernel walks
+	// every socket of the namespace): skip it while the tree holds only
+	// sockets already looked at, up to fullEvery scans.
+	fresh := w.known == nil || w.skipped >= fullEvery
+	for inode := range owner {
+		if !w.known[inode] {
+			fresh = true
+			break
+		}
+	}
+	if !fresh {
+		w.skipped++
+		return
+	}
+	w.skipped = 0
+	w.known = make(map[string]bool, len(owner))
+	for inode := range owner {
+		w.known[inode] = true
+	}
+	table := w.table(pids[0])
+	var seen map[netip.AddrPort]bool // computed once, when needed
+	for inode, c := range table {
+		pid, ok := owner[inode]
+		if !ok || c.state == tcpListen || !w.targets.matches(c.remote) {
+			continue
+		}
+		if seen == nil {
+			seen = w.accepted(table)
+		}
+		if seen[c.local] {
+			continue
+		}
+		b := Bypass{Runtime: w.runtime(pid), PID: pid, Remote: c.remote.String()}
+		if w.log.first(b, c.remote) {
+			w.report(b)
+		}
+	}
+}
+
+// table returns the opening, open and listening TCP sockets of pid's
+// network namespace by inode.
+func (w *procWatcher) table(pid int) map[string]tcpConn {
+	if w.diag {
+		conns, err := diagTCP()
+		if err == nil {
+			return conns
+		}
+		// No sock_diag (a kernel without inet_diag): /proc serves.
+		w.diag = false
+	}
+	conns := map[string]tcpConn{}
 	// The tables of CMD's own network namespace: /proc/<pid>/net is the
 	// namespace of that process, which need not be detour's.
 	for _, table := range []string{"tcp", "tcp6"} {
-		data, err := os.ReadFile(filepath.Join(w.proc, strconv.Itoa(pids[0]), "net", table))
+		data, err := os.ReadFile(filepath.Join(w.proc, strconv.Itoa(pid), "net", table))
 		if err != nil {
 			continue
 		}
@@ -111,23 +230,17 @@ func (w *procWatcher) scan() {
 		sc.Scan() // the header line
 		for sc.Scan() {
 			f := strings.Fields(sc.Text())
-			if len(f) < 10 || (f[3] != tcpEstablished && f[3] != tcpSynSent) {
+			if len(f) < 10 || (f[3] != tcpEstablished && f[3] != tcpSynSent && f[3] != tcpListen) {
 				continue
 			}
-			pid, ok := owner[f[9]]
-			if !ok {
-				continue
-			}
-			remote, ok := parseProcAddr(f[2])
-			if !ok || !w.targets.matches(remote) {
-				continue
-			}
-			b := Bypass{Runtime: w.runtime(pid), PID: pid, Remote: remote.String()}
-			if w.log.first(b, remote) {
-				w.report(b)
+			local, okL := parseProcAddr(f[1])
+			remote, okR := parseProcAddr(f[2])
+			if okL && okR {
+				conns[f[9]] = tcpConn{state: f[3], local: local, remote: remote}
 			}
 		}
 	}
+	return conns
 }
 
 // tree returns the root and its descendants, root first, at most

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -65,11 +66,12 @@ func procAddr(ap netip.AddrPort) string {
 	return b.String()
 }
 
-// fakeProc builds a /proc with: sh (pid 100) → node (101), and an unrelated
-// curl (200). node holds a connection to a vendor, one to detour's
-// listener, a listening socket and a file; sh, a java binary exec'd under
-// its old name, a connection over IPv6 that is still opening; curl, a
-// vendor connection of its own.
+// fakeProc builds a /proc with: sh (pid 100) → node (101), an unrelated
+// curl (200), and detour (300). node holds a connection to a vendor, one to
+// detour's listener, a listening socket, a file, and a connection to a
+// vendor's address that detour accepted (redirected by the kernel); sh, a
+// java binary exec'd under its old name, a connection over IPv6 that is
+// still opening; curl, a vendor connection of its own.
 func fakeProc(t *testing.T, childrenFiles bool) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -111,6 +113,13 @@ func fakeProc(t *testing.T, childrenFiles bool) string {
 	link("101/fd/4", "socket:[556]")
 	link("101/fd/5", "socket:[557]")
 	link("200/fd/3", "socket:[559]")
+	// detour itself (pid 300, not in the tree): its transparent listener,
+	// and a connection of node's (socket 560, to a vendor's address) that
+	// the kernel redirected to it.
+	write("300/stat", "300 (detour) S 1 1 1 0 -1\n")
+	link("300/fd/3", "socket:[600]")
+	link("300/fd/4", "socket:[601]")
+	link("101/fd/6", "socket:[560]")
 	line := func(sl int, local, remote, state, inode string) string {
 		return fmt.Sprintf("%4d: %s %s %s 00000000:00000000 00:00000000 00000000  1000        0 %s 1 0000000000000000 20 4 30 10 -1\n",
 			sl, procAddr(netip.MustParseAddrPort(local)), procAddr(netip.MustParseAddrPort(remote)), state, inode)
@@ -121,7 +130,10 @@ func fakeProc(t *testing.T, childrenFiles bool) string {
 		line(1, "127.0.0.1:40001", "127.0.0.1:5000", tcpEstablished, "556")+
 		line(2, "0.0.0.0:8080", "0.0.0.0:0", "0A", "557")+
 		line(3, "10.0.0.2:40002", "1.2.3.4:443", tcpEstablished, "559")+
-		line(4, "10.0.0.2:40003", "93.184.216.34:443", "06", "555")) // TIME_WAIT: a socket gone
+		line(4, "10.0.0.2:40003", "93.184.216.34:443", "06", "555")+ // TIME_WAIT: a socket gone
+		line(5, "127.0.0.1:15001", "0.0.0.0:0", tcpListen, "600")+
+		line(6, "127.0.0.1:15001", "10.0.0.2:40004", tcpEstablished, "601")+
+		line(7, "10.0.0.2:40004", "93.184.216.35:443", tcpEstablished, "560"))
 	write("100/net/tcp6", header+
 		line(0, "[2001:db8::2]:40000", "[2001:db8::1]:443", tcpSynSent, "558"))
 	return dir
@@ -140,7 +152,7 @@ func TestProcWatcherFindsConnectionsOfTheTree(t *testing.T) {
 		t.Run(fmt.Sprintf("children files %v", children), func(t *testing.T) {
 			own := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5000}
 			var reported []Bypass
-			w := &procWatcher{root: 100, proc: fakeProc(t, children), targets: newBypassTargets(compileRoutes(t, "api.openai.com"), own), report: func(b Bypass) { reported = append(reported, b) }}
+			w := &procWatcher{root: 100, self: 300, proc: fakeProc(t, children), targets: newBypassTargets(compileRoutes(t, "api.openai.com"), own), report: func(b Bypass) { reported = append(reported, b) }}
 			w.scan()
 			w.scan()
 			sortBypasses(reported)
@@ -160,23 +172,48 @@ func sortBypasses(bs []Bypass) {
 	slices.SortFunc(bs, func(a, b Bypass) int { return b.PID - a.PID })
 }
 
+// vendorProcess starts this test binary as a server in a process of its
+// own (serverEnv), and returns its address, its output (a line "accepted"
+// once a connection came in) and a function that makes it close that
+// connection and exit.
+func vendorProcess(t *testing.T) (string, *detourtest.SyncBuffer, func()) {
+	t.Helper()
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &detourtest.SyncBuffer{}
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), serverEnv+"=1")
+	cmd.Stdout, cmd.Stderr = out, out
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stop := func() { stdin.Close() }
+	t.Cleanup(func() {
+		stop()
+		_ = cmd.Wait()
+	})
+	if !out.Wait(30*time.Second, func(s string) bool { return strings.Contains(s, "\n") }) {
+		t.Fatalf("the vendor process did not say its address: %q", out.String())
+	}
+	addr, _, _ := strings.Cut(out.String(), "\n")
+	addr = strings.TrimPrefix(addr, "listening ")
+	return addr, out, stop
+}
+
 // The end-to-end proof: an app that connects to one of the policy's
 // upstreams directly, past detour, is warned about while it runs, named by
 // its executable, and the summary repeats it.
 func TestConnectionPastDetourIsWarnedAbout(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	addr := ln.Addr().String()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		if c, err := ln.Accept(); err == nil {
-			accepted <- c
-		}
-	}()
+	// The vendor the app reaches directly is a process of its own: a
+	// connection detour's process accepted counts as seen by detour.
+	addr, accepted, closeVendor := vendorProcess(t)
 	policyPath, _, _ := vendors(t, fakevendor.Fault{})
 	withUpstreamAt(t, policyPath, addr)
 	bin, _ := appCommand(t)
@@ -187,10 +224,7 @@ func TestConnectionPastDetourIsWarnedAbout(t *testing.T) {
 		Stderr:     stderr,
 		Env:        baseEnv(dialerEnv+"="+addr, "GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0")),
 	})
-	var conn net.Conn
-	select {
-	case conn = <-accepted:
-	case <-time.After(30 * time.Second):
+	if !accepted.Wait(30*time.Second, func(s string) bool { return strings.Contains(s, "accepted\n") }) {
 		t.Fatalf("the app never connected\n%s", stderr.String())
 	}
 	runtime := filepath.Base(bin)
@@ -200,7 +234,7 @@ func TestConnectionPastDetourIsWarnedAbout(t *testing.T) {
 	}) {
 		t.Fatalf("no live warning while the app held its connection:\n%s", stderr.String())
 	}
-	conn.Close() // the app reads EOF and exits
+	closeVendor() // the app reads EOF and exits
 	var res Result
 	select {
 	case res = <-done:
@@ -219,5 +253,85 @@ func TestConnectionPastDetourIsWarnedAbout(t *testing.T) {
 	}
 	if n := strings.Count(stderr.String(), live); n != 1 {
 		t.Errorf("live warning printed %d times; want once per process and address:\n%s", n, stderr.String())
+	}
+}
+
+// BenchmarkProcWatcherScan measures one scan (what the watcher costs every
+// bypassInterval) of a small real tree: this process, holding a few
+// sockets, and a child shell. "full" reads the socket table each time (by
+// sock_diag, or /proc/<pid>/net/tcp and tcp6), "steady" is the watcher as
+// it runs, reading it only when the tree has a new socket or every
+// fullEvery scans.
+func BenchmarkProcWatcherScan(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	for range 4 {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+	}
+	child := exec.Command("sh", "-c", "read x")
+	stdin, _ := child.StdinPipe()
+	if err := child.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { stdin.Close(); _ = child.Wait() }()
+	targets := newBypassTargets(compileRoutes(b, "api.openai.com"))
+	for _, bc := range []struct {
+		name       string
+		diag, full bool
+	}{{"full sock_diag", true, true}, {"full proc", false, true}, {"steady", true, false}} {
+		b.Run(bc.name, func(b *testing.B) {
+			w := &procWatcher{root: os.Getpid(), proc: "/proc", diag: bc.diag, targets: targets, report: func(Bypass) {}}
+			b.ReportAllocs()
+			for b.Loop() {
+				if bc.full {
+					w.known = nil
+				}
+				w.scan()
+			}
+		})
+	}
+}
+
+// The sock_diag reader finds a connection of this process by its inode,
+// with its ends, as /proc/net/tcp shows it.
+func TestDiagTCPFindsAConnection(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	raw, err := c.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var link string
+	if err := raw.Control(func(fd uintptr) { link, err = os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd)) }); err != nil || link == "" {
+		t.Fatalf("the connection's inode: %q, %v", link, err)
+	}
+	inode := strings.TrimSuffix(strings.TrimPrefix(link, "socket:["), "]")
+	conns, err := diagTCP()
+	if err != nil {
+		t.Skipf("no sock_diag here: %v", err)
+	}
+	want := tcpConn{state: tcpEstablished, local: netip.MustParseAddrPort(c.LocalAddr().String()), remote: netip.MustParseAddrPort(ln.Addr().String())}
+	if got := conns[inode]; got != want {
+		t.Errorf("sock_diag has inode %s as %+v; want %+v", inode, got, want)
+	}
+	w := &procWatcher{proc: "/proc"}
+	if got := w.table(os.Getpid())[inode]; got != want {
+		t.Errorf("/proc/<pid>/net/tcp has inode %s as %+v; want %+v", inode, got, want)
 	}
 }

@@ -31,6 +31,28 @@ func dialerMain(addr string) int {
 	return 0
 }
 
+// serverEnv, set in a child's environment, makes this test binary run as
+// a vendor in a process of its own: it prints "listening ADDR", accepts one
+// connection, says "accepted", and closes it when its standard input ends.
+const serverEnv = "DETOUR_DEVRUN_TEST_SERVE"
+
+func serverMain() int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "server:", err)
+		return 1
+	}
+	fmt.Printf("listening %s\n", ln.Addr())
+	c, err := ln.Accept()
+	if err != nil {
+		return 1
+	}
+	fmt.Println("accepted")
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	c.Close()
+	return 0
+}
+
 // withUpstreamAt adds to the policy file an upstream, in no route, whose
 // base URL is addr: a vendor of the policy's that an app could call
 // directly.

@@ -151,6 +151,9 @@ func TestMain(m *testing.M) {
 	if addr := os.Getenv(dialerEnv); addr != "" {
 		os.Exit(dialerMain(addr))
 	}
+	if os.Getenv(serverEnv) == "1" {
+		os.Exit(serverMain())
+	}
 	os.Exit(m.Run())
 }
 
