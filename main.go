@@ -44,10 +44,13 @@ func main() {
 const usage = `detour — transparent failover for LLM API calls.
 
 Usage:
-  detour [serve] [--policy FILE]   run the sidecar (default policy: ./policy.json, else the built-in one)
-  detour run [--policy FILE] -- CMD [ARGS...]
-                                   run CMD with its LLM calls going through detour (HTTPS_PROXY and
-                                   a CA bundle are set for it); passes signals on, exits with CMD's status
+  detour [serve] [--policy FILE] [--transparent ADDR]
+                                   run the sidecar (default policy: ./policy.json, else the built-in one);
+                                   --transparent also takes kernel-redirected connections on ADDR (loopback)
+  detour run [--policy FILE] [--transparent [--ports 443,80]] -- CMD [ARGS...]
+                                   run CMD with its LLM calls going through detour (proxy variables, SDK
+                                   base URLs, CA bundle, Java trust store); --transparent also redirects
+                                   CMD's own connections (Linux, CAP_NET_ADMIN); exits with CMD's status
   detour demo [--requests N] [--seed N]
                                    watch failover happen: fake vendors with faults, detour, and an
                                    OpenAI client, all in this process (no keys, no network)
@@ -69,7 +72,8 @@ Usage:
   detour help [COMMAND]            show this help, or a command's (same as detour COMMAND --help)
 
 Point an app at detour with HTTPS_PROXY=http://127.0.0.1:8787 (and trust detour's CA),
-or with a base URL such as OPENAI_BASE_URL=http://127.0.0.1:8787/openai/v1.
+or with a base URL such as OPENAI_BASE_URL=http://127.0.0.1:8787/openai/v1, or transparently
+(transparent.listen with detour redirect install).
 `
 
 // commands maps subcommand names to their implementations.
