@@ -302,7 +302,7 @@ func (s *Server) intercepted(w http.ResponseWriter, r *http.Request) {
 	// for: otherwise a client could CONNECT to an intercepted host and then
 	// address another one through it (smokescreen #279).
 	if h, _ := splitHostPort(r.Host); h != "" && !strings.EqualFold(h, t.Host) {
-		http.Error(w, fmt.Sprintf("detour: request for %q inside a tunnel to %q", h, t.Host), http.StatusMisdirectedRequest)
+		s.misdirected(w, t, h)
 		return
 	}
 	s.runner.Serve(w, r, t)

@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -274,6 +275,16 @@ func TestTransparentPlainHTTPRefusesAnotherHostOnTheSameConnection(t *testing.T)
 	resp, body = send("other.example")
 	if resp.StatusCode != http.StatusMisdirectedRequest {
 		t.Errorf("request for another host on the connection: %d %s; want 421", resp.StatusCode, body)
+	}
+	// In OpenAI's error envelope, which the app's SDK parses.
+	var env struct {
+		Error struct {
+			Type    string `json:"type"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(body), &env); err != nil || env.Error.Type != "invalid_request_error" || !strings.Contains(env.Error.Message, "other.example") {
+		t.Errorf("421 body %s; want an OpenAI invalid_request_error naming other.example", body)
 	}
 	if primary.Calls() != 1 || backup.Calls() != 0 {
 		t.Errorf("calls: primary %d, backup %d; want 1 and 0 (the 421 reaches no vendor)", primary.Calls(), backup.Calls())
