@@ -268,9 +268,16 @@ func TestTransparentPlainHTTPRefusesAnotherHostOnTheSameConnection(t *testing.T)
 		}
 		return resp, string(b)
 	}
-	resp, body := send("api.openai.com")
+	// The connection is decided by the first Host, normalised as a TLS
+	// server name is (case, port, trailing dot); a later request naming
+	// the same host in another spelling is the same host.
+	resp, body := send("API.OpenAI.com.:80")
 	if resp.StatusCode != http.StatusOK || messageText(t, body) != "Hello from primary." {
 		t.Fatalf("first request: %d %s; want the primary's answer", resp.StatusCode, body)
+	}
+	resp, body = send("api.openai.com")
+	if resp.StatusCode != http.StatusOK || messageText(t, body) != "Hello from primary." {
+		t.Fatalf("second request, for the same host: %d %s; want the primary's answer", resp.StatusCode, body)
 	}
 	resp, body = send("other.example")
 	if resp.StatusCode != http.StatusMisdirectedRequest {
@@ -286,8 +293,8 @@ func TestTransparentPlainHTTPRefusesAnotherHostOnTheSameConnection(t *testing.T)
 	if err := json.Unmarshal([]byte(body), &env); err != nil || env.Error.Type != "invalid_request_error" || !strings.Contains(env.Error.Message, "other.example") {
 		t.Errorf("421 body %s; want an OpenAI invalid_request_error naming other.example", body)
 	}
-	if primary.Calls() != 1 || backup.Calls() != 0 {
-		t.Errorf("calls: primary %d, backup %d; want 1 and 0 (the 421 reaches no vendor)", primary.Calls(), backup.Calls())
+	if primary.Calls() != 2 || backup.Calls() != 0 {
+		t.Errorf("calls: primary %d, backup %d; want 2 and 0 (the 421 reaches no vendor)", primary.Calls(), backup.Calls())
 	}
 }
 
@@ -350,5 +357,36 @@ func TestTransparentPlainHTTPStreamsIncrementally(t *testing.T) {
 	text, done := streamText(t, body.String())
 	if text != "Hello from primary." || !done {
 		t.Errorf("stream text %q, [DONE] %v; want the primary's text and [DONE]\n%s", text, done, body.String())
+	}
+}
+
+// A plain HTTP request with both Content-Length and Transfer-Encoding is
+// refused 400 and reaches no vendor, as on an intercepted TLS connection.
+func TestTransparentPlainHTTPRefusesAmbiguousFraming(t *testing.T) {
+	t.Parallel()
+	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
+	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
+	_, addr := redirected(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, `, "transparent": {"listen": "127.0.0.1:0"}`), tripwire(t))
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	_, err = fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: api.openai.com\r\nContent-Type: application/json\r\n"+
+		"Content-Length: %d\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(smallChat), len(smallChat), smallChat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("ambiguous request: %d; want 400", resp.StatusCode)
+	}
+	if primary.Calls()+backup.Calls() != 0 {
+		t.Errorf("an ambiguous request reached a vendor")
 	}
 }
