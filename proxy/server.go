@@ -301,8 +301,11 @@ func (s *Server) intercepted(w http.ResponseWriter, r *http.Request) {
 	// The Host inside the tunnel must be the host the tunnel was opened
 	// for: otherwise a client could CONNECT to an intercepted host and then
 	// address another one through it (smokescreen #279).
-	if h, _ := splitHostPort(r.Host); h != "" && !strings.EqualFold(h, t.Host) {
-		http.Error(w, fmt.Sprintf("detour: request for %q inside a tunnel to %q", h, t.Host), http.StatusMisdirectedRequest)
+	// t.Host is a host a route names, which has no trailing dot; the
+	// absolute form of the same name (a Host header with one) is the same
+	// host.
+	if h, _ := splitHostPort(r.Host); h != "" && !strings.EqualFold(strings.TrimSuffix(h, "."), t.Host) {
+		s.misdirected(w, t, h)
 		return
 	}
 	s.runner.Serve(w, r, t)

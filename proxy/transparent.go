@@ -21,9 +21,10 @@ import (
 // no proxy variable. Each connection is judged as a CONNECT would be, with
 // the original destination standing for the CONNECT target and the TLS
 // server name for its host: a host a route names is intercepted through
-// the same path as explicit mode (Server.intercept); anything else is
-// spliced byte for byte to the address the app dialled, through the egress
-// rules, and never decrypted.
+// the same path as explicit mode (Server.intercept). A plain HTTP
+// connection is judged by its first request's Host header the same way
+// (transparent_http.go). Anything else is spliced byte for byte to the
+// address the app dialled, and never decrypted.
 
 // ModeTransparent is the log lines' mode for connections that reached
 // detour through the transparent listener: intercepted requests (chain's
@@ -74,7 +75,7 @@ func (s *Server) ServeTransparent(ctx context.Context, lns ...net.Listener) {
 // serveTransparent decides one redirected connection.
 func (s *Server) serveTransparent(ctx context.Context, c net.Conn) {
 	pol := s.store.Load()
-	dst, err := originalDst(c)
+	dst, err := originalDstOf(c)
 	if err != nil {
 		rec := newEgressRecord(ModeTransparent, "", c.LocalAddr().String())
 		rec.status, rec.outcome, rec.err = 0, EgressRefused, err.Error()
@@ -116,6 +117,10 @@ func (s *Server) serveTransparent(ctx context.Context, c net.Conn) {
 	}
 	if p.TLS && p.ServerName != "" && err == nil && pol.Intercepts(p.ServerName) {
 		s.intercept(&replayConn{Conn: c, prefix: p.Raw}, chain.Target{Host: p.ServerName, Port: port, Mode: ModeTransparent})
+		return
+	}
+	if !p.TLS && p.Host != "" && err == nil && pol.Intercepts(p.Host) {
+		s.serveTransparentHTTP(&replayConn{Conn: c, prefix: p.Raw}, chain.Target{Host: p.Host, Port: port, Mode: ModeTransparent})
 		return
 	}
 	host := p.ServerName
@@ -190,7 +195,8 @@ func (s *Server) refuseSplice(c net.Conn, rec *egressRecord, p sniff.Start, err 
 }
 
 // replayConn reads first the bytes detour already read from the
-// connection (the ClientHello), then the connection.
+// connection (the ClientHello, or the start of a plain HTTP request), then
+// the connection.
 type replayConn struct {
 	net.Conn
 	prefix []byte

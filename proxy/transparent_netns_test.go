@@ -232,6 +232,16 @@ func TestTransparentModeInANetworkNamespace(t *testing.T) {
 	if err != nil || out != "the other server's own answer" {
 		t.Errorf("spliced plain HTTP call: %q, %v; want the other server's own answer", out, err)
 	}
+	// Plain HTTP to a host a route names, on the same redirected port:
+	// decided by its Host header and answered by the chain (the primary is
+	// cooling down after its quota), not spliced to the server there.
+	out, err = curlIn(ns, 0, "-sS", "--resolve", "api.openai.com:"+portOf(plainURL)+":"+hostIP,
+		"-H", "Authorization: Bearer sk-test", "-H", "Content-Type: application/json",
+		"--data", `{"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}`,
+		"http://api.openai.com:"+portOf(plainURL)+"/v1/chat/completions")
+	if err != nil || !strings.Contains(out, "Hello from backup.") {
+		t.Errorf("plain HTTP call to api.openai.com: %q, %v; want the backup's answer through the chain\n%s", out, err, log.String())
+	}
 
 	// detour's own port, dialled directly: refused, never spliced to itself.
 	if out, err := curlIn(ns, 0, "-sS", "-k", "https://127.0.0.1:"+toPort+"/"); err == nil {
@@ -274,10 +284,10 @@ func TestTransparentModeInANetworkNamespace(t *testing.T) {
 			t.Errorf("unexpected log line (detour's own connection looped back?): %v", l)
 		}
 	}
-	// Five splices: four answered, and the last one's, whose own dial
-	// came back.
-	if intercepted != 2 || spliced != 5 || refusedSelf != 1 || looped != 1 {
-		t.Errorf("log lines: %d intercepted, %d spliced, %d refused as detour itself, %d refused as looped; want 2, 5, 1, 1:\n%s",
+	// Three intercepted: two over TLS, one over plain HTTP. Five splices:
+	// four answered, and the last one's, whose own dial came back.
+	if intercepted != 3 || spliced != 5 || refusedSelf != 1 || looped != 1 {
+		t.Errorf("log lines: %d intercepted, %d spliced, %d refused as detour itself, %d refused as looped; want 3, 5, 1, 1:\n%s",
 			intercepted, spliced, refusedSelf, looped, log.String())
 	}
 
