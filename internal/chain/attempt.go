@@ -128,6 +128,8 @@ type attempt struct {
 	idx   int
 	ar    AttemptRecord
 	usage usageMerger
+	// dn registers the attempt with the drain while it runs.
+	dn drainNode
 }
 
 // gate is what an attempt holds from the health registry: a breaker
@@ -221,6 +223,10 @@ func (a *attempt) run() step {
 	defer cancel()
 	a.timer.cancel = cancel
 	defer a.timer.stop()
+	// The drain ends the attempt through its context too; end unregisters
+	// it.
+	a.dn = drainNode{s: s, cancel: cancel}
+	s.r.addDrain(&a.dn)
 	// Before the commit point an attempt is bounded both by its own phase
 	// timeout and by what is left of the request's deadline.
 	a.timer.arm(a.bounded(u.Timeouts.FirstByte, phaseFirstByte))
@@ -487,6 +493,7 @@ func (a *attempt) interrupted(status int, where string) (step, bool) {
 // after the commit point counts as the failure it is.
 func (a *attempt) end() {
 	s := a.s
+	s.r.removeDrain(&a.dn)
 	res, latency := health.Neutral, time.Duration(0)
 	var ar AttemptRecord
 	s.mu.Lock()

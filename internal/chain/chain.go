@@ -105,6 +105,8 @@ type Runner struct {
 	Drain context.Context
 
 	cacheState
+	// drain holds what the drain ends (drain.go).
+	drain drainList
 	// budget counts the request body bytes held by requests in flight
 	// (limits.buffered_bytes).
 	budget bodyBudget
@@ -151,15 +153,6 @@ func (r *Runner) Serve(w http.ResponseWriter, req *http.Request, t Target) {
 		Cache:  CacheOff,
 	}
 	w.Header().Set(HeaderRequestID, rec.ID)
-	if r.Drain != nil {
-		// A request still running when the drain ends is cut with a cause
-		// of its own, so that it is told from an app that went away.
-		ctx, cancel := context.WithCancelCause(req.Context())
-		stop := context.AfterFunc(r.Drain, func() { cancel(errDrained) })
-		defer cancel(nil)
-		defer stop()
-		req = req.WithContext(ctx)
-	}
 	defer func() {
 		rec.Total = time.Since(rec.Start)
 		slices.SortStableFunc(rec.Attempts, func(a, b AttemptRecord) int { return cmp.Compare(a.seq, b.seq) })
@@ -191,6 +184,13 @@ func (r *Runner) passthrough(w http.ResponseWriter, req *http.Request, t Target,
 	host := t.Host
 	if t.Port != "" && t.Port != "443" {
 		host += ":" + t.Port
+	}
+	// A passthrough still running when the drain ends is cut with a cause
+	// of its own, so that it is told from an app that went away.
+	ctx, undrain := r.drainable(req.Context(), nil)
+	defer undrain()
+	if ctx != req.Context() {
+		req = req.WithContext(ctx)
 	}
 	sw := &statusWriter{ResponseWriter: w}
 	rp := &httputil.ReverseProxy{
@@ -283,6 +283,8 @@ type session struct {
 	// deadline is counted from it.
 	begun    time.Time
 	deadline time.Time
+	// cutByDrain is set when the drain ended the request (drained).
+	cutByDrain atomic.Bool
 	// mu guards what concurrent (hedged) attempts share: rec.Attempts,
 	// failures, soonest, limited and the claim on the app's response.
 	mu       sync.Mutex

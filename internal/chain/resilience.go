@@ -283,7 +283,10 @@ func (s *session) runUpstream(t turn) stepKind {
 			return st.kind
 		}
 		pending = st.fail
-		if err := s.r.sleep(ln.ctx, st.wait); err != nil {
+		ctx, undrain := s.r.drainable(ln.ctx, s)
+		err := s.r.sleep(ctx, st.wait)
+		undrain()
+		if err != nil {
 			if s.drained() && !s.lost(ln) {
 				s.addFailure(pending)
 				s.drainedBeforeAnswer(ln)
