@@ -153,28 +153,38 @@ func (r *Runner) Serve(w http.ResponseWriter, req *http.Request, t Target) {
 		Cache:  CacheOff,
 	}
 	w.Header().Set(HeaderRequestID, rec.ID)
-	defer func() {
-		rec.Total = time.Since(rec.Start)
-		slices.SortStableFunc(rec.Attempts, func(a, b AttemptRecord) int { return cmp.Compare(a.seq, b.seq) })
-		rec.Log(r.Log)
-		if r.OnRecord != nil {
-			r.OnRecord(rec)
-		}
-	}()
+	defer r.finish(rec)
 
 	route := pol.Route(t.Host, req.URL.Path)
 	if route == nil || req.Method != http.MethodPost {
 		// Only POSTs carry completions; model listings and the like go to
 		// the vendor the app addressed, untouched.
-		if route != nil {
-			rec.Route = route.Name
-		}
-		r.passthrough(w, req, t, rec, passthroughShape(pol, route, t.Host))
+		r.unrouted(w, req, t, rec, pol, route)
 		return
 	}
 	rec.Route = route.Name
 	s := &session{r: r, pol: pol, route: route, rec: rec, w: w, req: req, app: route.Shape, begun: begun}
 	s.run()
+}
+
+// finish completes a request's record and writes its log line.
+func (r *Runner) finish(rec *Record) {
+	rec.Total = time.Since(rec.Start)
+	slices.SortStableFunc(rec.Attempts, func(a, b AttemptRecord) int { return cmp.Compare(a.seq, b.seq) })
+	rec.Log(r.Log)
+	if r.OnRecord != nil {
+		r.OnRecord(rec)
+	}
+}
+
+// unrouted passes on a request no route takes (or one that is not a POST).
+// A method of its own, so that Serve's frame, which every open stream
+// holds, does not carry it.
+func (r *Runner) unrouted(w http.ResponseWriter, req *http.Request, t Target, rec *Record, pol *policy.Compiled, route *policy.Route) {
+	if route != nil {
+		rec.Route = route.Name
+	}
+	r.passthrough(w, req, t, rec, passthroughShape(pol, route, t.Host))
 }
 
 // passthrough forwards a request to the host the app addressed, with its own

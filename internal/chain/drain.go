@@ -150,7 +150,7 @@ func (s *session) drainedBeforeAnswer(ln *lane) {
 // drainCut ends a committed stream at the drain: the attempt is logged with
 // outcome drained, and the app gets the in-stream error event an upstream
 // cut would give it, in its own shape.
-func (a *attempt) drainCut(write func([]byte) bool) {
+func (a *attempt) drainCut(out *streamOut) {
 	s := a.s
 	s.mu.Lock()
 	if a.idx >= 0 {
@@ -159,5 +159,5 @@ func (a *attempt) drainCut(write func([]byte) bool) {
 	}
 	s.mu.Unlock()
 	s.rec.Error = "drained: stream still open when the drain timeout ran out"
-	write(a.conv.errorEvent(s.app, rewrite.AppError{Status: http.StatusServiceUnavailable, Class: string(policy.ClassOverloaded), Message: drainedMessage}))
+	out.write(a.conv.errorEvent(s.app, rewrite.AppError{Status: http.StatusServiceUnavailable, Class: string(policy.ClassOverloaded), Message: drainedMessage}))
 }
