@@ -16,6 +16,7 @@ import (
 	"github.com/detour-proxy/detour/internal/health"
 	"github.com/detour-proxy/detour/policy"
 	"github.com/detour-proxy/detour/rewrite"
+	"github.com/detour-proxy/detour/rewrite/sse"
 	"github.com/detour-proxy/detour/rewrite/translate"
 )
 
@@ -128,7 +129,9 @@ type attempt struct {
 	idx   int
 	ar    AttemptRecord
 	usage usageMerger
-	// out writes a committed stream to the app.
+	// rd reads a streamed answer; out writes it to the app once
+	// committed.
+	rd  sse.Reader
 	out streamOut
 	// dn registers the attempt with the drain while it runs.
 	dn drainNode

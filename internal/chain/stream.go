@@ -36,14 +36,17 @@ func (a *attempt) streamAnswer(resp *http.Response) step {
 	if a.conv != nil {
 		a.conv.stream = translate.NewStream(a.conv.req, s.app, u.Shape)
 	}
-	rd := sse.NewReader(&a.body)
+	// The reader and the writer live in the attempt, which is on the heap
+	// anyway: on this frame they would be under the first flush (below),
+	// and referenced from the attempt they would be an allocation each.
+	a.rd = *sse.NewReader(&a.body)
+	rd := &a.rd
 	first, ended, st, committed := a.untilCommit(rd, resp)
 	if !committed {
 		return st
 	}
-	// out lives in the attempt, not in this frame, for the same reason.
 	out := &a.out
-	*out = streamOut{w: s.w, rc: http.NewResponseController(s.w), rd: rd, keep: s.cacheable}
+	*out = streamOut{w: s.w, rc: *http.NewResponseController(s.w), rd: rd, keep: s.cacheable}
 	// The first content is flushed at once, whatever follows it: it is
 	// what the app's time to first token measures. It is flushed from
 	// here, not from pump: the first flush writes the response headers,
@@ -244,7 +247,7 @@ func (a *attempt) cutStream(out *streamOut, class policy.Class, msg string) {
 // streamOut writes a committed stream to the app.
 type streamOut struct {
 	w  http.ResponseWriter
-	rc *http.ResponseController
+	rc http.ResponseController
 	rd *sse.Reader
 	// A whole, cleanly ended stream is kept for the response cache (up to
 	// a bound); a cut one never is.
