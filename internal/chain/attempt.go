@@ -365,7 +365,15 @@ func (a *attempt) wholeAnswer(resp *http.Response) step {
 		// mean nothing to the app's SDK.
 		h.Set("Content-Type", "application/json")
 	}
-	h.Set("Content-Length", strconv.Itoa(len(answer)))
+	if cl := resp.Header["Content-Length"]; conv == nil && len(cl) == 1 && resp.ContentLength == int64(len(answer)) {
+		// The upstream's own value, when the answer is its body
+		// unchanged: formatting and setting it again costs two
+		// allocations. (The transport's value slices are capped at their
+		// length, so sharing one is safe.)
+		h["Content-Length"] = cl
+	} else {
+		h.Set("Content-Length", strconv.Itoa(len(answer)))
+	}
 	s.answeredBy(u.Name)
 	s.w.WriteHeader(resp.StatusCode)
 	s.rec.TTFB = time.Since(s.rec.Start)
