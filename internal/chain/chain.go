@@ -152,7 +152,10 @@ func (r *Runner) Serve(w http.ResponseWriter, req *http.Request, t Target) {
 		Start:  time.Now(),
 		Cache:  CacheOff,
 	}
-	w.Header().Set(HeaderRequestID, rec.ID)
+	// Assigned rather than Set, with the value's slice in the record: a
+	// Set allocates it. (The name is canonical.)
+	rec.idValue[0] = rec.ID
+	w.Header()[HeaderRequestID] = rec.idValue[:]
 	defer r.finish(rec)
 
 	route := pol.Route(t.Host, req.URL.Path)
@@ -312,6 +315,8 @@ type session struct {
 	// only when hedging); winner is the one that wrote to the app.
 	lanes  []*lane
 	winner *lane
+	// solo is the lane of a chain walked one upstream at a time.
+	solo lane
 	// decided is closed by the winning claim (hedged runs only).
 	decided chan struct{}
 	seqs    atomic.Int64
