@@ -151,9 +151,13 @@ func copyClientCredential(dst, src http.Header, queryKey string, shape rewrite.S
 	}
 }
 
+// copyHeader shares the app's values rather than copying them: nothing in
+// detour or net/http writes into a header's values in place, and the slice
+// is capped at its length, so an Add on dst reallocates instead of writing
+// into the app's array.
 func copyHeader(dst, src http.Header, k string) {
 	if v := src.Values(k); len(v) > 0 {
-		dst[k] = append([]string(nil), v...)
+		dst[k] = v[:len(v):len(v)]
 	}
 }
 
