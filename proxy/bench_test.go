@@ -349,12 +349,28 @@ func (b *barePool) Put(p []byte) { b.p.Put(&p) }
 // httputil.ReverseProxy to target with a BufferPool and a transport pooling
 // as many connections as detour's. internal/loadharness runs the same
 // proxy as a child process.
-func newBareProxy(target *url.URL) *httputil.ReverseProxy {
-	return &httputil.ReverseProxy{
+func newBareProxy(target *url.URL) http.Handler {
+	rp := &httputil.ReverseProxy{
 		Rewrite:    func(pr *httputil.ProxyRequest) { pr.SetURL(target) },
 		Transport:  &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second},
 		BufferPool: &barePool{},
 	}
+	// The request body streams to the vendor while the answer streams back.
+	// Without full duplex, net/http's HTTP/1 server closes the request body
+	// as soon as the first answer bytes are written; when the vendor
+	// answers before the transport has made its last read of the body (the
+	// check that nothing follows the declared length), that read fails, and
+	// the transport closes the vendor connection mid-answer: "use of closed
+	// network connection", the app cut (golang/go#40747). detour reads the
+	// body whole before it sends it, so it never meets this.
+	// Asserted rather than through http.NewResponseController, which
+	// would add an allocation per request to the baseline.
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if fd, ok := w.(interface{ EnableFullDuplex() error }); ok {
+			_ = fd.EnableFullDuplex()
+		}
+		rp.ServeHTTP(w, r)
+	})
 }
 
 // BenchmarkAllocsPerRequest counts the allocations of one request through

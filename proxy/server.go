@@ -139,17 +139,11 @@ type connectDecision struct {
 // goproxy does not replay them for hijacked connections, and detour hijacks
 // every CONNECT. Absolute-URI requests are forwarded by detour itself.
 func (s *Server) serveFront(w http.ResponseWriter, r *http.Request) {
-	pol := s.store.Load()
 	switch {
 	case r.Method == http.MethodConnect:
-		host, _ := splitHostPort(r.URL.Host)
-		r = r.WithContext(context.WithValue(r.Context(), connectKey{}, connectDecision{pol: pol, intercept: pol.Intercepts(host)}))
-		if hj, ok := w.(http.Hijacker); ok {
-			w = replayHijacker{ResponseWriter: w, hj: hj}
-		}
+		s.serveConnect(w, r)
 	case r.URL.IsAbs():
-		s.forward(w, r, pol)
-		return
+		s.forward(w, r, s.store.Load())
 	default:
 		// Base-URL mode. goproxy would only hand the request to its
 		// NonproxyHandler (s.baseURL), after building a per-request
@@ -157,7 +151,18 @@ func (s *Server) serveFront(w http.ResponseWriter, r *http.Request) {
 		// write: called directly, a request costs fewer allocations and a
 		// shallower stack, which every open stream holds.
 		s.baseURL(w, r)
-		return
+	}
+}
+
+// serveConnect hands a CONNECT to goproxy with the decision serveFront
+// documents. (A function of its own, so that base-URL streams do not hold
+// its frame.)
+func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
+	pol := s.store.Load()
+	host, _ := splitHostPort(r.URL.Host)
+	r = r.WithContext(context.WithValue(r.Context(), connectKey{}, connectDecision{pol: pol, intercept: pol.Intercepts(host)}))
+	if hj, ok := w.(http.Hijacker); ok {
+		w = replayHijacker{ResponseWriter: w, hj: hj}
 	}
 	s.gp.ServeHTTP(w, r)
 }
@@ -326,20 +331,18 @@ func (s *Server) baseURL(w http.ResponseWriter, r *http.Request) {
 	// rebinding even read. Detour's own keys are behind it, so only requests
 	// addressed to a loopback name, and not sent by a browser page, pass.
 	if !loopbackHost(r.Host) {
-		http.Error(w, "detour: base-URL mode answers only requests addressed to 127.0.0.1, [::1] or localhost; got Host "+r.Host, http.StatusMisdirectedRequest)
+		refuseBaseURL(w, r, http.StatusMisdirectedRequest)
 		return
 	}
 	if r.Header.Get("Origin") != "" || (r.Header.Get("Sec-Fetch-Site") != "" && r.Header.Get("Sec-Fetch-Site") != "none") {
-		http.Error(w, "detour: requests from web pages are refused", http.StatusForbidden)
+		refuseBaseURL(w, r, http.StatusForbidden)
 		return
 	}
 	rest := strings.TrimPrefix(r.URL.Path, "/")
 	alias, tail, slash := strings.Cut(rest, "/")
 	host, ok := baseAliases[alias]
 	if !ok {
-		http.Error(w, "detour: unknown path "+r.URL.Path+".\n"+
-			"Use detour as HTTPS_PROXY, or as a base URL: http://"+r.Host+"/openai/v1, http://"+r.Host+"/anthropic, http://"+r.Host+"/gemini\n",
-			http.StatusNotFound)
+		refuseBaseURL(w, r, http.StatusNotFound)
 		return
 	}
 	// A shallow copy with a URL of its own, in one allocation: the chain
@@ -356,6 +359,23 @@ func (s *Server) baseURL(w http.ResponseWriter, r *http.Request) {
 	c.req.Host = host
 	r2 := &c.req
 	s.runner.Serve(w, r2, chain.Target{Host: host, Port: "443", Mode: "base_url"})
+}
+
+// refuseBaseURL answers a base-URL request baseURL refuses, with status:
+// not addressed to loopback, sent by a web page, or for no known vendor.
+// Its messages are built here rather than in baseURL, whose frame every
+// open stream holds on its goroutine's stack.
+func refuseBaseURL(w http.ResponseWriter, r *http.Request, status int) {
+	switch status {
+	case http.StatusMisdirectedRequest:
+		http.Error(w, "detour: base-URL mode answers only requests addressed to 127.0.0.1, [::1] or localhost; got Host "+r.Host, status)
+	case http.StatusForbidden:
+		http.Error(w, "detour: requests from web pages are refused", status)
+	default:
+		http.Error(w, "detour: unknown path "+r.URL.Path+".\n"+
+			"Use detour as HTTPS_PROXY, or as a base URL: http://"+r.Host+"/openai/v1, http://"+r.Host+"/anthropic, http://"+r.Host+"/gemini\n",
+			status)
+	}
 }
 
 // baseURLRequest is a base-URL request rewritten for its vendor host.

@@ -16,6 +16,7 @@ import (
 	"github.com/detour-proxy/detour/internal/health"
 	"github.com/detour-proxy/detour/policy"
 	"github.com/detour-proxy/detour/rewrite"
+	"github.com/detour-proxy/detour/rewrite/sse"
 	"github.com/detour-proxy/detour/rewrite/translate"
 )
 
@@ -128,6 +129,12 @@ type attempt struct {
 	idx   int
 	ar    AttemptRecord
 	usage usageMerger
+	// rd reads a streamed answer; out writes it to the app once
+	// committed.
+	rd  sse.Reader
+	out streamOut
+	// dn registers the attempt with the drain while it runs.
+	dn drainNode
 }
 
 // gate is what an attempt holds from the health registry: a breaker
@@ -208,8 +215,13 @@ func (a *attempt) readTimeout() (time.Duration, string) {
 // says whether the request is finished (answered, stopped, or the app
 // went away), should go on to the next upstream, or should try this one
 // again after a wait.
+//
+// run only dispatches: each kind of answer is handled by a method of its
+// own, so that a committed stream, which is pumped from below this frame
+// for as long as it lasts, does not carry the locals of the paths it did
+// not take on its goroutine's stack.
 func (a *attempt) run() step {
-	s, u, conv := a.s, a.u, a.conv
+	s, u := a.s, a.u
 	a.ar.seq = s.nextSeq()
 	a.start, a.sent = s.r.now(), time.Now()
 	// In flight for /status until the attempt is over, a stream's last
@@ -221,37 +233,32 @@ func (a *attempt) run() step {
 	defer cancel()
 	a.timer.cancel = cancel
 	defer a.timer.stop()
+	// The drain ends the attempt through its context too; end unregisters
+	// it.
+	a.dn = drainNode{s: s, cancel: cancel}
+	s.r.addDrain(&a.dn)
 	// Before the commit point an attempt is bounded both by its own phase
 	// timeout and by what is left of the request's deadline.
 	a.timer.arm(a.bounded(u.Timeouts.FirstByte, phaseFirstByte))
 
-	if conv != nil {
+	if a.conv != nil {
 		a.ar.Translated = true
-		a.ar.Notes = conv.notes
+		a.ar.Notes = a.conv.notes
 	}
 
-	upReq, err := s.buildRequest(ctx, u, a.model, conv)
+	upReq, err := s.buildRequest(ctx, u, a.model, a.conv)
 	if err != nil {
-		// Only SetModel can fail here, and the body was already parsed.
-		if !s.claim(a.ln) {
-			return a.unclaimed(string(policy.ClassInvalidRequest), 0)
-		}
-		a.finish(OutcomeStop, string(policy.ClassInvalidRequest), err.Error(), 0)
-		s.writeAppError(http.StatusBadRequest, policy.ClassInvalidRequest, "detour: "+err.Error(), 0)
-		return stepDone
+		return a.unbuildable(err)
 	}
 	resp, err := s.r.Transports.For(u).RoundTrip(upReq)
 	if err != nil {
-		if st, over := a.interrupted(0, "while waiting for "+u.Name); over {
-			return st
-		}
-		phase := a.timer.firedPhase()
-		if phase == "" && isConnectTimeout(err) {
-			phase = phaseConnect
-		}
-		v := explainTLS(u, err, a.classify(policy.Outcome{Err: err, Timeout: phase}))
-		return a.fail(v)
+		return a.roundTripFailed(err)
 	}
+	return a.answered(resp)
+}
+
+// answered handles the upstream's answer, by its kind.
+func (a *attempt) answered(resp *http.Response) step {
 	defer resp.Body.Close()
 	a.ar.Headers = time.Since(a.sent)
 	a.ln.gotHeaders()
@@ -259,32 +266,60 @@ func (a *attempt) run() step {
 	a.body.r = resp.Body
 	a.timer.arm(a.readTimeout())
 
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		errBody, _ := io.ReadAll(io.LimitReader(&a.body, maxErrorBody))
-		if st, over := a.interrupted(resp.StatusCode, "while reading an upstream error"); over {
-			return st
-		}
-		v := a.classify(policy.Outcome{Status: resp.StatusCode, Header: resp.Header, Body: errBody, Timeout: a.timer.firedPhase()})
-		if v.Class == policy.ClassNone {
-			// A 1xx/3xx final answer is not something an SDK call expects.
-			v.Class, v.Reason = policy.ClassBadResponse, "unexpected status "+strconv.Itoa(resp.StatusCode)
-		}
-		return a.failed(v, &failure{upstream: u.Name, verdict: v, status: resp.StatusCode, header: resp.Header, body: errBody, foreign: conv != nil})
-	}
-
-	if s.stream && isEventStream(resp.Header) {
-		// Until its commit point a stream is also bounded by first_byte
-		// counted from the attempt's start: keep-alive pings, comments and
-		// empty opening events re-arm the idle timer but must not let a
-		// stuck upstream hold the request until the deadline.
-		a.commitBy = a.start.Add(u.Timeouts.FirstByte)
-		a.timer.arm(a.readTimeout())
-		if conv != nil {
-			conv.stream = translate.NewStream(conv.req, s.app, u.Shape)
-		}
+	switch {
+	case resp.StatusCode < 200 || resp.StatusCode > 299:
+		return a.errorAnswer(resp)
+	case a.s.stream && isEventStream(resp.Header):
 		return a.streamAnswer(resp)
 	}
+	return a.wholeAnswer(resp)
+}
 
+// unbuildable ends an attempt whose upstream request could not be built.
+// Only SetModel can fail there, and the body was already parsed.
+func (a *attempt) unbuildable(err error) step {
+	s := a.s
+	if !s.claim(a.ln) {
+		return a.unclaimed(string(policy.ClassInvalidRequest), 0)
+	}
+	a.finish(OutcomeStop, string(policy.ClassInvalidRequest), err.Error(), 0)
+	s.writeAppError(http.StatusBadRequest, policy.ClassInvalidRequest, "detour: "+err.Error(), 0)
+	return stepDone
+}
+
+// roundTripFailed judges an attempt that got no response headers.
+func (a *attempt) roundTripFailed(err error) step {
+	if st, over := a.interrupted(0, "while waiting for "+a.u.Name); over {
+		return st
+	}
+	phase := a.timer.firedPhase()
+	if phase == "" && isConnectTimeout(err) {
+		phase = phaseConnect
+	}
+	v := explainTLS(a.u, err, a.classify(policy.Outcome{Err: err, Timeout: phase}))
+	return a.fail(v)
+}
+
+// errorAnswer judges an answer with a status outside 2xx, from as much of
+// its body as maxErrorBody allows.
+func (a *attempt) errorAnswer(resp *http.Response) step {
+	u := a.u
+	errBody, _ := io.ReadAll(io.LimitReader(&a.body, maxErrorBody))
+	if st, over := a.interrupted(resp.StatusCode, "while reading an upstream error"); over {
+		return st
+	}
+	v := a.classify(policy.Outcome{Status: resp.StatusCode, Header: resp.Header, Body: errBody, Timeout: a.timer.firedPhase()})
+	if v.Class == policy.ClassNone {
+		// A 1xx/3xx final answer is not something an SDK call expects.
+		v.Class, v.Reason = policy.ClassBadResponse, "unexpected status "+strconv.Itoa(resp.StatusCode)
+	}
+	return a.failed(v, &failure{upstream: u.Name, verdict: v, status: resp.StatusCode, header: resp.Header, body: errBody, foreign: a.conv != nil})
+}
+
+// wholeAnswer reads a non-streaming 2xx answer whole, judges it, and
+// answers the app with it.
+func (a *attempt) wholeAnswer(resp *http.Response) step {
+	s, u, conv := a.s, a.u, a.conv
 	full, err := readAnswer(&a.body, resp.ContentLength)
 	if err != nil {
 		if st, over := a.interrupted(resp.StatusCode, "while reading the answer"); over {
@@ -330,7 +365,15 @@ func (a *attempt) run() step {
 		// mean nothing to the app's SDK.
 		h.Set("Content-Type", "application/json")
 	}
-	h.Set("Content-Length", strconv.Itoa(len(answer)))
+	if cl := resp.Header["Content-Length"]; conv == nil && len(cl) == 1 && resp.ContentLength == int64(len(answer)) {
+		// The upstream's own value, when the answer is its body
+		// unchanged: formatting and setting it again costs two
+		// allocations. (The transport's value slices are capped at their
+		// length, so sharing one is safe.)
+		h["Content-Length"] = cl
+	} else {
+		h.Set("Content-Length", strconv.Itoa(len(answer)))
+	}
 	s.answeredBy(u.Name)
 	s.w.WriteHeader(resp.StatusCode)
 	s.rec.TTFB = time.Since(s.rec.Start)
@@ -487,6 +530,7 @@ func (a *attempt) interrupted(status int, where string) (step, bool) {
 // after the commit point counts as the failure it is.
 func (a *attempt) end() {
 	s := a.s
+	s.r.removeDrain(&a.dn)
 	res, latency := health.Neutral, time.Duration(0)
 	var ar AttemptRecord
 	s.mu.Lock()

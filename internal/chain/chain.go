@@ -105,6 +105,8 @@ type Runner struct {
 	Drain context.Context
 
 	cacheState
+	// drain holds what the drain ends (drain.go).
+	drain drainList
 	// budget counts the request body bytes held by requests in flight
 	// (limits.buffered_bytes).
 	budget bodyBudget
@@ -150,38 +152,42 @@ func (r *Runner) Serve(w http.ResponseWriter, req *http.Request, t Target) {
 		Start:  time.Now(),
 		Cache:  CacheOff,
 	}
-	w.Header().Set(HeaderRequestID, rec.ID)
-	if r.Drain != nil {
-		// A request still running when the drain ends is cut with a cause
-		// of its own, so that it is told from an app that went away.
-		ctx, cancel := context.WithCancelCause(req.Context())
-		stop := context.AfterFunc(r.Drain, func() { cancel(errDrained) })
-		defer cancel(nil)
-		defer stop()
-		req = req.WithContext(ctx)
-	}
-	defer func() {
-		rec.Total = time.Since(rec.Start)
-		slices.SortStableFunc(rec.Attempts, func(a, b AttemptRecord) int { return cmp.Compare(a.seq, b.seq) })
-		rec.Log(r.Log)
-		if r.OnRecord != nil {
-			r.OnRecord(rec)
-		}
-	}()
+	// Assigned rather than Set, with the value's slice in the record: a
+	// Set allocates it. (The name is canonical.)
+	rec.idValue[0] = rec.ID
+	w.Header()[HeaderRequestID] = rec.idValue[:]
+	defer r.finish(rec)
 
 	route := pol.Route(t.Host, req.URL.Path)
 	if route == nil || req.Method != http.MethodPost {
 		// Only POSTs carry completions; model listings and the like go to
 		// the vendor the app addressed, untouched.
-		if route != nil {
-			rec.Route = route.Name
-		}
-		r.passthrough(w, req, t, rec, passthroughShape(pol, route, t.Host))
+		r.unrouted(w, req, t, rec, pol, route)
 		return
 	}
 	rec.Route = route.Name
 	s := &session{r: r, pol: pol, route: route, rec: rec, w: w, req: req, app: route.Shape, begun: begun}
 	s.run()
+}
+
+// finish completes a request's record and writes its log line.
+func (r *Runner) finish(rec *Record) {
+	rec.Total = time.Since(rec.Start)
+	slices.SortStableFunc(rec.Attempts, func(a, b AttemptRecord) int { return cmp.Compare(a.seq, b.seq) })
+	rec.Log(r.Log)
+	if r.OnRecord != nil {
+		r.OnRecord(rec)
+	}
+}
+
+// unrouted passes on a request no route takes (or one that is not a POST).
+// A method of its own, so that Serve's frame, which every open stream
+// holds, does not carry it.
+func (r *Runner) unrouted(w http.ResponseWriter, req *http.Request, t Target, rec *Record, pol *policy.Compiled, route *policy.Route) {
+	if route != nil {
+		rec.Route = route.Name
+	}
+	r.passthrough(w, req, t, rec, passthroughShape(pol, route, t.Host))
 }
 
 // passthrough forwards a request to the host the app addressed, with its own
@@ -191,6 +197,13 @@ func (r *Runner) passthrough(w http.ResponseWriter, req *http.Request, t Target,
 	host := t.Host
 	if t.Port != "" && t.Port != "443" {
 		host += ":" + t.Port
+	}
+	// A passthrough still running when the drain ends is cut with a cause
+	// of its own, so that it is told from an app that went away.
+	ctx, undrain := r.drainable(req.Context(), nil)
+	defer undrain()
+	if ctx != req.Context() {
+		req = req.WithContext(ctx)
 	}
 	sw := &statusWriter{ResponseWriter: w}
 	rp := &httputil.ReverseProxy{
@@ -283,6 +296,8 @@ type session struct {
 	// deadline is counted from it.
 	begun    time.Time
 	deadline time.Time
+	// cutByDrain is set when the drain ended the request (drained).
+	cutByDrain atomic.Bool
 	// mu guards what concurrent (hedged) attempts share: rec.Attempts,
 	// failures, soonest, limited and the claim on the app's response.
 	mu       sync.Mutex
@@ -300,6 +315,8 @@ type session struct {
 	// only when hedging); winner is the one that wrote to the app.
 	lanes  []*lane
 	winner *lane
+	// solo is the lane of a chain walked one upstream at a time.
+	solo lane
 	// decided is closed by the winning claim (hedged runs only).
 	decided chan struct{}
 	seqs    atomic.Int64

@@ -131,6 +131,9 @@ type Record struct {
 	Usage      rewrite.Usage
 	Cache      string
 	Prompt     string
+
+	// idValue is the X-Detour-Request-Id header's value slice.
+	idValue [1]string
 }
 
 // sentAttempts counts the attempts that reached an upstream.

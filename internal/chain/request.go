@@ -66,25 +66,40 @@ func (s *session) buildRequest(ctx context.Context, u *policy.Upstream, model st
 	return newUpstreamRequest(ctx, &target, h, body)
 }
 
-// newUpstreamRequest is http.NewRequestWithContext for a URL already in
-// parts: it spares the String and Parse round trip, which costs several
-// allocations per attempt. target must not be shared.
+// newUpstreamRequest is http.NewRequestWithContext for a URL and a header
+// already built: it spares the URL's String and Parse round trip and the
+// empty header NewRequest makes only for it to be replaced, several
+// allocations per attempt. The body stays an io.NopCloser around a
+// *bytes.Reader, which the transport knows to be in memory (it then sends
+// the headers and the body in one write), and GetBody replays it, as
+// NewRequest would, for the transport's retry on a kept-alive connection
+// the upstream closed. target must not be shared.
 func newUpstreamRequest(ctx context.Context, target *url.URL, h http.Header, body []byte) (*http.Request, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://upstream/", bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
 	if target.Path != "" && target.Path[0] != '/' {
 		// What String would have done for a URL with a host.
 		target.Path = "/" + target.Path
 	}
 	// As NewRequest does: "host:" is "host".
 	target.Host = strings.TrimSuffix(target.Host, ":")
-	req.URL = target
-	req.Host = target.Host
-	req.Header = h
-	req.ContentLength = int64(len(body))
-	return req, nil
+	r := http.Request{
+		Method:     http.MethodPost,
+		URL:        target,
+		Proto:      "HTTP/1.1",
+		ProtoMajor: 1,
+		ProtoMinor: 1,
+		Header:     h,
+		Host:       target.Host,
+		Body:       http.NoBody,
+		GetBody:    func() (io.ReadCloser, error) { return http.NoBody, nil },
+	}
+	if len(body) > 0 {
+		// A zero length with a body other than NoBody would be sent as
+		// a body of unknown length (chunked).
+		r.ContentLength = int64(len(body))
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	}
+	return r.WithContext(ctx), nil
 }
 
 // readAnswer reads a whole non-streaming answer, up to maxResponseBody.
@@ -136,9 +151,13 @@ func copyClientCredential(dst, src http.Header, queryKey string, shape rewrite.S
 	}
 }
 
+// copyHeader shares the app's values rather than copying them: nothing in
+// detour or net/http writes into a header's values in place, and the slice
+// is capped at its length, so an Add on dst reallocates instead of writing
+// into the app's array.
 func copyHeader(dst, src http.Header, k string) {
 	if v := src.Values(k); len(v) > 0 {
-		dst[k] = append([]string(nil), v...)
+		dst[k] = v[:len(v):len(v)]
 	}
 }
 

@@ -76,8 +76,13 @@ func (ln *lane) gotHeaders() {
 // nothing races it, so it needs no context, cancel or headers signal of its
 // own, and the common path pays for none.
 func (s *session) soloLane() *lane {
-	return &lane{ctx: s.req.Context(), cancel: func() {}}
+	// In the session, which is on the heap anyway: one allocation less.
+	s.solo = lane{ctx: s.req.Context(), cancel: noCancel}
+	return &s.solo
 }
+
+// noCancel is the solo lane's cancel: nothing races it.
+func noCancel() {}
 
 // claim makes ln the lane that answers the app. The first lane to claim
 // wins and every other lane is cancelled; later claims by other lanes
@@ -261,13 +266,7 @@ func (s *session) runUpstream(t turn) stepKind {
 		if u.Shape != s.app {
 			var reason string
 			if conv, reason = s.convert(u, model); conv == nil {
-				// What this upstream cannot take is not dropped silently:
-				// it is skipped, for this request only, and the chain
-				// goes on.
-				s.mu.Lock()
-				s.rec.Attempts = append(s.rec.Attempts, AttemptRecord{Upstream: u.Name, Model: model, Class: string(policy.ClassInvalidRequest), Outcome: OutcomeSkipped, Reason: reason, Retry: retry, seq: s.nextSeq()})
-				s.failures = append(s.failures, &failure{upstream: u.Name, verdict: policy.Verdict{Class: policy.ClassInvalidRequest, Reason: reason}})
-				s.mu.Unlock()
+				s.skipUnconvertible(u, model, retry, reason)
 				return kindNext
 			}
 		}
@@ -283,24 +282,49 @@ func (s *session) runUpstream(t turn) stepKind {
 			return st.kind
 		}
 		pending = st.fail
-		if err := s.r.sleep(ln.ctx, st.wait); err != nil {
-			if s.drained() && !s.lost(ln) {
-				s.addFailure(pending)
-				s.drainedBeforeAnswer(ln)
-				return kindDone
-			}
-			if contextDone(s.req.Context()) && !s.lost(ln) {
-				s.clientGone("while waiting to retry " + u.Name)
-			}
-			// Otherwise another lane answered during the wait.
-			return kindDone
-		}
-		if !s.r.now().Before(s.deadline) {
-			s.addFailure(pending)
-			s.skipClass(u.Name, policy.ClassTimeout, "deadline "+s.pol.Deadline.String()+" passed while waiting to retry")
-			return kindNext
+		if k, again := s.waitToRetry(u, ln, st.wait, pending); !again {
+			return k
 		}
 	}
+}
+
+// skipUnconvertible records an upstream that cannot take this request in
+// its shape. What it cannot take is not dropped silently: it is skipped,
+// for this request only, and the chain goes on. (A method of its own, as
+// are runUpstream's other rare paths: a stream is pumped from below
+// runUpstream's frame, which it holds for its whole life.)
+func (s *session) skipUnconvertible(u *policy.Upstream, model string, retry int, reason string) {
+	s.mu.Lock()
+	s.rec.Attempts = append(s.rec.Attempts, AttemptRecord{Upstream: u.Name, Model: model, Class: string(policy.ClassInvalidRequest), Outcome: OutcomeSkipped, Reason: reason, Retry: retry, seq: s.nextSeq()})
+	s.failures = append(s.failures, &failure{upstream: u.Name, verdict: policy.Verdict{Class: policy.ClassInvalidRequest, Reason: reason}})
+	s.mu.Unlock()
+}
+
+// waitToRetry waits before u is tried again. again is false when it is not:
+// the drain, the app going away or another lane ended the wait, or the
+// deadline passed during it; k then says how the turn ends.
+func (s *session) waitToRetry(u *policy.Upstream, ln *lane, wait time.Duration, pending *failure) (k stepKind, again bool) {
+	ctx, undrain := s.r.drainable(ln.ctx, s)
+	err := s.r.sleep(ctx, wait)
+	undrain()
+	if err != nil {
+		if s.drained() && !s.lost(ln) {
+			s.addFailure(pending)
+			s.drainedBeforeAnswer(ln)
+			return kindDone, false
+		}
+		if contextDone(s.req.Context()) && !s.lost(ln) {
+			s.clientGone("while waiting to retry " + u.Name)
+		}
+		// Otherwise another lane answered during the wait.
+		return kindDone, false
+	}
+	if !s.r.now().Before(s.deadline) {
+		s.addFailure(pending)
+		s.skipClass(u.Name, policy.ClassTimeout, "deadline "+s.pol.Deadline.String()+" passed while waiting to retry")
+		return kindNext, false
+	}
+	return 0, true
 }
 
 // candidate prepares chain[i]: a static upstream answers at once; an

@@ -13,6 +13,7 @@ import (
 	"github.com/detour-proxy/detour/policy"
 	"github.com/detour-proxy/detour/rewrite"
 	"github.com/detour-proxy/detour/rewrite/sse"
+	"github.com/detour-proxy/detour/rewrite/translate"
 )
 
 // streamAnswer reads an upstream stream up to its commit point — the first
@@ -20,15 +21,58 @@ import (
 // early in-stream error still falls over. After the commit point every event
 // is written as it arrives, and flushed unless the next one has already
 // arrived with it (pump).
+//
+// The commit point is found in a frame of its own (untilCommit) that has
+// returned before pump starts: a stream may stay open for minutes, and its
+// goroutine's stack is sized by the deepest frames it ever held.
 func (a *attempt) streamAnswer(resp *http.Response) step {
+	s, u := a.s, a.u
+	// Until its commit point a stream is also bounded by first_byte
+	// counted from the attempt's start: keep-alive pings, comments and
+	// empty opening events re-arm the idle timer but must not let a
+	// stuck upstream hold the request until the deadline.
+	a.commitBy = a.start.Add(u.Timeouts.FirstByte)
+	a.timer.arm(a.readTimeout())
+	if a.conv != nil {
+		a.conv.stream = translate.NewStream(a.conv.req, s.app, u.Shape)
+	}
+	// The reader and the writer live in the attempt, which is on the heap
+	// anyway: on this frame they would be under the first flush (below),
+	// and referenced from the attempt they would be an allocation each.
+	a.rd = *sse.NewReader(&a.body)
+	rd := &a.rd
+	first, ended, st, committed := a.untilCommit(rd, resp)
+	if !committed {
+		return st
+	}
+	out := &a.out
+	*out = streamOut{w: s.w, rc: *http.NewResponseController(s.w), rd: rd, keep: s.cacheable}
+	// The first content is flushed at once, whatever follows it: it is
+	// what the app's time to first token measures. It is flushed from
+	// here, not from pump: the first flush writes the response headers,
+	// net/http's deepest path, and pump's frame would sit under it.
+	if !out.put(first) || out.rc.Flush() != nil {
+		s.rec.Usage = a.usage.u
+		a.clientGoneAfterCommit()
+		return stepDone
+	}
+	a.pump(out, ended)
+	return stepDone
+}
+
+// untilCommit reads events until the commit point and commits there: the
+// app gets the upstream's status and headers. first is what pump writes
+// first (the held-back events and the first content), ended whether that
+// already ended the stream. When it does not commit, st says what comes
+// next.
+func (a *attempt) untilCommit(rd *sse.Reader, resp *http.Response) (first []byte, ended bool, st step, committed bool) {
 	s, u, conv := a.s, a.u, a.conv
-	rd := sse.NewReader(&a.body)
 	var pending bytes.Buffer
 	for {
 		ev, err := rd.Next()
 		if err != nil {
 			if st, over := a.interrupted(resp.StatusCode, "before the commit point"); over {
-				return st
+				return nil, false, st, false
 			}
 			var v policy.Verdict
 			// A fired timer wins over whatever error the cancelled read
@@ -38,7 +82,7 @@ func (a *attempt) streamAnswer(resp *http.Response) step {
 			} else {
 				v = a.classify(policy.Outcome{Err: err, Timeout: a.timer.firedPhase()})
 			}
-			return a.fail(v)
+			return nil, false, a.fail(v), false
 		}
 		if !terminated(ev.Raw) {
 			// The upstream closed in the middle of an event. If the event
@@ -46,7 +90,7 @@ func (a *attempt) streamAnswer(resp *http.Response) step {
 			// repaired; half an event is not content.
 			if !wholeEvent(ev) {
 				v := policy.Verdict{Class: policy.ClassBadResponse, Reason: "stream ended in the middle of an event"}
-				return a.fail(v)
+				return nil, false, a.fail(v), false
 			}
 			ev.Raw = append(ev.Raw, "\n\n"...)
 		}
@@ -65,7 +109,7 @@ func (a *attempt) streamAnswer(resp *http.Response) step {
 			}
 			f := &failure{upstream: u.Name, verdict: v, status: resp.StatusCode, header: resp.Header, inStream: true,
 				prefix: bytes.Clone(pending.Bytes()), body: bytes.Clone(conv.event(ev))}
-			return a.failed(v, f)
+			return nil, false, a.failed(v, f), false
 		}
 		if !wholeEvent(ev) {
 			// The would-be first content is not JSON (a truncated chunk, a
@@ -73,11 +117,11 @@ func (a *attempt) streamAnswer(resp *http.Response) step {
 			// yet, so it falls over rather than commit a broken answer.
 			// After the commit point such an event is passed on as is.
 			v := policy.Verdict{Class: policy.ClassBadResponse, Reason: "first stream event is not JSON"}
-			return a.fail(v)
+			return nil, false, a.fail(v), false
 		}
 		// Commit point — unless a hedged attempt committed first.
 		if !s.claim(a.ln) {
-			return a.unclaimed("", resp.StatusCode)
+			return nil, false, a.unclaimed("", resp.StatusCode), false
 		}
 		a.finish(OutcomeOK, "", "", resp.StatusCode)
 		h := s.w.Header()
@@ -96,105 +140,39 @@ func (a *attempt) streamAnswer(resp *http.Response) step {
 		a.committed = true
 		a.timer.arm(a.readTimeout())
 		a.usage.add(u.Shape, ev.Data)
-		a.pump(rd, append(pending.Bytes(), conv.event(ev)...), kind == rewrite.EventDone || endsStream(u.Shape, ev))
-		return stepDone
+		return append(pending.Bytes(), conv.event(ev)...), kind == rewrite.EventDone || endsStream(u.Shape, ev), stepDone, true
 	}
 }
 
-// pump forwards the rest of a committed stream event by event. Whole events
+// pump forwards the rest of a committed stream, after its first content,
+// event by event. Whole events
 // only: if the upstream breaks off, the app gets a complete in-stream error
-// event in its own shape rather than half a JSON line.
-func (a *attempt) pump(rd *sse.Reader, first []byte, ended bool) {
-	s, u, conv := a.s, a.u, a.conv
-	rc := http.NewResponseController(s.w)
-	// A whole, cleanly ended stream is kept for the response cache (up to
-	// a bound); a cut one never is.
-	var kept []byte
-	keep := s.cacheable
-	// unflushed: written but not yet flushed because the next whole event
-	// was already buffered. Events that arrived together leave together,
-	// which saves a syscall (and a chunk) per event on a fast upstream.
-	unflushed := false
-	put := func(b []byte) bool {
-		if _, err := s.w.Write(b); err != nil {
-			return false
-		}
-		if keep {
-			if len(kept)+len(b) > maxCachedBody {
-				keep, kept = false, nil
-			} else {
-				kept = append(kept, b...)
-			}
-		}
-		return true
-	}
-	write := func(b []byte) bool {
-		if !put(b) {
-			return false
-		}
-		if rd.EventBuffered() {
-			unflushed = true
-			return true
-		}
-		unflushed = false
-		return rc.Flush() == nil
-	}
+// event in its own shape rather than half a JSON line. Its frame is kept
+// small and its rare endings are methods of their own (the stack it blocks
+// on holds every frame below it for the stream's whole life).
+func (a *attempt) pump(out *streamOut, ended bool) {
+	s, u, conv, rd := a.s, a.u, a.conv, out.rd
 	defer func() { s.rec.Usage = a.usage.u }()
-	// The first content is flushed at once, whatever follows it: it is
-	// what the app's time to first token measures.
-	if !put(first) || rc.Flush() != nil {
-		a.clientGoneAfterCommit()
-		return
-	}
 	for {
-		if unflushed && !rd.EventBuffered() {
+		if out.unflushed && !rd.EventBuffered() {
 			// What was held back must not wait behind a read that may
 			// block (the events since then wrote nothing).
-			unflushed = false
-			if rc.Flush() != nil && !ended {
+			out.unflushed = false
+			if out.rc.Flush() != nil && !ended {
 				a.clientGoneAfterCommit()
 				return
 			}
 		}
 		ev, err := rd.Next()
 		if err != nil {
-			if ended {
-				// The stream was complete; an SDK that stops reading at
-				// [DONE] or message_stop and hangs up is not a client
-				// going away.
-				if c := conv.closing(); len(c) > 0 {
-					write(c)
-				}
-				if keep && !a.wasCut() {
-					s.store(kept, true)
-				}
-				return
-			}
-			if s.drained() {
-				a.drainCut(write)
-				return
-			}
-			if contextDone(s.req.Context()) {
-				a.clientGoneAfterCommit()
-				return
-			}
-			class, msg := policy.ClassServerError, "detour: upstream "+u.Name+" ended the stream before it was complete"
-			if ph := a.timer.firedPhase(); ph != "" {
-				class, msg = policy.ClassTimeout, fmt.Sprintf("detour: upstream %s sent nothing for %s", u.Name, u.Timeouts.Idle)
-			} else if !errors.Is(err, io.EOF) {
-				msg += ": " + err.Error()
-			}
-			a.cut(class, msg)
-			write(conv.errorEvent(s.app, rewrite.AppError{Status: rewrite.StatusForClass(string(class)), Class: string(class), Message: msg}))
+			a.streamEnded(out, err, ended)
 			return
 		}
 		if !terminated(ev.Raw) {
 			if !wholeEvent(ev) {
 				// Half an event: never forwarded (the app would read it
 				// glued to the error event that follows).
-				class, msg := policy.ClassServerError, "detour: upstream "+u.Name+" ended the stream in the middle of an event"
-				a.cut(class, msg)
-				write(conv.errorEvent(s.app, rewrite.AppError{Status: rewrite.StatusForClass(string(class)), Class: string(class), Message: msg}))
+				a.cutStream(out, policy.ClassServerError, "detour: upstream "+u.Name+" ended the stream in the middle of an event")
 				return
 			}
 			ev.Raw = append(ev.Raw, "\n\n"...)
@@ -210,19 +188,104 @@ func (a *attempt) pump(rd *sse.Reader, first []byte, ended bool) {
 			a.cut(policy.ClassServerError, "upstream in-stream error after the commit point")
 		}
 		a.usage.add(u.Shape, ev.Data)
-		out := conv.event(ev)
+		b := conv.event(ev)
 		if conv != nil && ended && kind != rewrite.EventError {
 			// A translated stream closes in the app's own terms once the
 			// upstream's stream is complete.
-			out = append(out, conv.closing()...)
+			b = append(b, conv.closing()...)
 		}
-		if len(out) > 0 && !write(out) {
+		if len(b) > 0 && !out.write(b) {
 			if !ended {
 				a.clientGoneAfterCommit()
 			}
 			return
 		}
 	}
+}
+
+// streamEnded ends a committed stream whose upstream read failed with err:
+// a complete stream closes (and may be cached), the drain and an app that
+// went away are told apart from an upstream that broke off, which gets the
+// app an in-stream error event.
+func (a *attempt) streamEnded(out *streamOut, err error, ended bool) {
+	s, u, conv := a.s, a.u, a.conv
+	if ended {
+		// The stream was complete; an SDK that stops reading at [DONE] or
+		// message_stop and hangs up is not a client going away.
+		if c := conv.closing(); len(c) > 0 {
+			out.write(c)
+		}
+		if out.keep && !a.wasCut() {
+			s.store(out.kept, true)
+		}
+		return
+	}
+	if s.drained() {
+		a.drainCut(out)
+		return
+	}
+	if contextDone(s.req.Context()) {
+		a.clientGoneAfterCommit()
+		return
+	}
+	class, msg := policy.ClassServerError, "detour: upstream "+u.Name+" ended the stream before it was complete"
+	if ph := a.timer.firedPhase(); ph != "" {
+		class, msg = policy.ClassTimeout, fmt.Sprintf("detour: upstream %s sent nothing for %s", u.Name, u.Timeouts.Idle)
+	} else if !errors.Is(err, io.EOF) {
+		msg += ": " + err.Error()
+	}
+	a.cutStream(out, class, msg)
+}
+
+// cutStream marks the answering attempt as cut after the commit point and
+// ends the app's stream with an error event in its own shape.
+func (a *attempt) cutStream(out *streamOut, class policy.Class, msg string) {
+	a.cut(class, msg)
+	out.write(a.conv.errorEvent(a.s.app, rewrite.AppError{Status: rewrite.StatusForClass(string(class)), Class: string(class), Message: msg}))
+}
+
+// streamOut writes a committed stream to the app.
+type streamOut struct {
+	w  http.ResponseWriter
+	rc http.ResponseController
+	rd *sse.Reader
+	// A whole, cleanly ended stream is kept for the response cache (up to
+	// a bound); a cut one never is.
+	keep bool
+	kept []byte
+	// unflushed: written but not yet flushed because the next whole event
+	// was already buffered. Events that arrived together leave together,
+	// which saves a syscall (and a chunk) per event on a fast upstream.
+	unflushed bool
+}
+
+// put writes b without flushing.
+func (o *streamOut) put(b []byte) bool {
+	if _, err := o.w.Write(b); err != nil {
+		return false
+	}
+	if o.keep {
+		if len(o.kept)+len(b) > maxCachedBody {
+			o.keep, o.kept = false, nil
+		} else {
+			o.kept = append(o.kept, b...)
+		}
+	}
+	return true
+}
+
+// write writes b, and flushes it unless the next whole event is already
+// buffered.
+func (o *streamOut) write(b []byte) bool {
+	if !o.put(b) {
+		return false
+	}
+	if o.rd.EventBuffered() {
+		o.unflushed = true
+		return true
+	}
+	o.unflushed = false
+	return o.rc.Flush() == nil
 }
 
 // cut marks the answering attempt as failed after the commit point.
