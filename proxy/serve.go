@@ -58,7 +58,7 @@ type Options struct {
 	// metrics have counted it.
 	OnRecord func(*chain.Record)
 	// TransparentListeners, when set, are used instead of listening on
-	// the policy's transparent.listen (tests).
+	// the policy's transparent.listen (tests, and `detour serve --transparent`).
 	TransparentListeners []net.Listener
 	// Now, when set, is the clock of cooldowns and breakers (chain.Runner's
 	// Now): `detour demo` runs on a virtual clock so that a seed always

@@ -120,7 +120,7 @@ func (s *Server) serveTransparent(ctx context.Context, c net.Conn) {
 		return
 	}
 	if !p.TLS && p.Host != "" && err == nil && pol.Intercepts(p.Host) {
-		s.serveTransparentHTTP(&replayConn{Conn: c, prefix: p.Raw}, chain.Target{Host: p.Host, Port: port, Mode: ModeTransparent})
+		s.serveTransparentHTTP(&replayConn{Conn: c, prefix: p.Raw}, chain.Target{Host: p.Host, Port: port, Mode: ModeTransparent, Plain: true})
 		return
 	}
 	host := p.ServerName

@@ -65,6 +65,11 @@ type Target struct {
 	Port string
 	// Mode is how the request reached detour: "proxy" or "base_url".
 	Mode string
+	// Plain is set when the app spoke plain HTTP to Host (a redirected
+	// connection to port 80): a request no route takes is passed on in
+	// plain HTTP, as the app sent it, to Port ("80" when empty). Routed
+	// requests are unaffected: upstreams are reached at their base_url.
+	Plain bool
 }
 
 // Runner runs requests through chains. One Runner serves the whole process;
@@ -194,8 +199,11 @@ func (r *Runner) unrouted(w http.ResponseWriter, req *http.Request, t Target, re
 // credentials (they are going where the app sent them). A host it cannot
 // reach is reported in shape's error envelope.
 func (r *Runner) passthrough(w http.ResponseWriter, req *http.Request, t Target, rec *Record, shape rewrite.Shape) {
-	host := t.Host
-	if t.Port != "" && t.Port != "443" {
+	host, scheme, defaultPort := t.Host, "https", "443"
+	if t.Plain {
+		scheme, defaultPort = "http", "80"
+	}
+	if t.Port != "" && t.Port != defaultPort {
 		host += ":" + t.Port
 	}
 	// A passthrough still running when the drain ends is cut with a cause
@@ -208,7 +216,7 @@ func (r *Runner) passthrough(w http.ResponseWriter, req *http.Request, t Target,
 	sw := &statusWriter{ResponseWriter: w}
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.Out.URL.Scheme = "https"
+			pr.Out.URL.Scheme = scheme
 			pr.Out.URL.Host = host
 			pr.Out.Host = host
 			// The app's request reached detour as a proxy request; do not
