@@ -143,7 +143,7 @@ func startDetourIn(t *testing.T, ns, policyPath string, log io.Writer) string {
 		t.Fatal(err)
 	}
 	cmd := exec.Command("ip", "netns", "exec", ns, self)
-	cmd.Env = append(os.Environ(), roleEnv+"=serve", policyEnv+"="+policyPath)
+	cmd.Env = testsupport.ChildEnv(roleEnv+"=serve", policyEnv+"="+policyPath)
 	cmd.Stderr = log
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -192,7 +192,7 @@ func redirectIn(t *testing.T, ns string, args ...string) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command("ip", append([]string{"netns", "exec", ns, self}, args...)...)
-	cmd.Env = append(os.Environ(), roleEnv+"=redirect")
+	cmd.Env = testsupport.ChildEnv(roleEnv + "=redirect")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Errorf("detour redirect %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
