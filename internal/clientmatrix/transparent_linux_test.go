@@ -85,7 +85,7 @@ func transparentWay(t *testing.T, cls []*client) *way {
 	trust := map[string]string{"NODE_EXTRA_CA_CERTS": w.caCert}
 	if keytool, err := exec.LookPath("keytool"); err == nil {
 		store := filepath.Join(w.dir, "truststore.p12")
-		out, err := exec.Command(keytool, "-importcert", "-noprompt", "-alias", "detour", "-file", w.caCert,
+		out, err := exec.Command(keytool, "-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC", "-importcert", "-noprompt", "-alias", "detour", "-file", w.caCert,
 			"-keystore", store, "-storetype", "PKCS12", "-storepass", "changeit").CombinedOutput()
 		if err != nil {
 			t.Fatalf("keytool -importcert: %v\n%s", err, out)
