@@ -22,6 +22,7 @@ import (
 
 	"github.com/detour-proxy/detour/internal/detourtest"
 	fv "github.com/detour-proxy/detour/internal/fakevendor"
+	"github.com/detour-proxy/detour/internal/testsupport"
 	"github.com/detour-proxy/detour/rewrite"
 )
 
@@ -71,7 +72,7 @@ func BenchmarkTransparentVsExplicitVsDirect(b *testing.B) {
 	}
 	b.ResetTimer()
 	cmd := exec.Command("ip", "netns", "exec", ns, exe, "-test.run=^TestTransparentNetnsHelper$")
-	cmd.Env = append(os.Environ(), helperEnv+"=latency",
+	cmd.Env = testsupport.ChildEnv(helperEnv+"=latency",
 		"DETOUR_LAT_ROUNDS="+strconv.Itoa(max(b.N, 50)),
 		"DETOUR_LAT_DIRECT="+vendorURL+"/v1/chat/completions", "DETOUR_LAT_VENDOR_CA="+vendorCA,
 		"DETOUR_LAT_DETOUR_CA="+filepath.Join(dir, "ca.pem"), "DETOUR_LAT_PROXY=http://127.0.0.1:"+explicitPort,

@@ -34,6 +34,7 @@ import (
 	fv "github.com/detour-proxy/detour/internal/fakevendor"
 	"github.com/detour-proxy/detour/internal/mitm"
 	"github.com/detour-proxy/detour/internal/redirect"
+	"github.com/detour-proxy/detour/internal/testsupport"
 	"github.com/detour-proxy/detour/proxy"
 	"github.com/detour-proxy/detour/rewrite"
 )
@@ -398,7 +399,7 @@ func startDetourInNamespace(t testing.TB, ns, policyPath string, log io.Writer) 
 		t.Fatal(err)
 	}
 	cmd := exec.Command("ip", "netns", "exec", ns, exe, "-test.run=^TestTransparentNetnsHelper$")
-	cmd.Env = append(os.Environ(), helperEnv+"=serve", "DETOUR_HELPER_POLICY="+policyPath)
+	cmd.Env = testsupport.ChildEnv(helperEnv+"=serve", "DETOUR_HELPER_POLICY="+policyPath)
 	cmd.Stderr = log
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -453,7 +454,7 @@ func redirectCmd(t testing.TB, ns string, args ...string) string {
 	}
 	full := append([]string{"netns", "exec", ns, exe, "-test.run=^TestTransparentNetnsHelper$", "--"}, args...)
 	cmd := exec.Command("ip", full...)
-	cmd.Env = append(os.Environ(), helperEnv+"=redirect")
+	cmd.Env = testsupport.ChildEnv(helperEnv + "=redirect")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

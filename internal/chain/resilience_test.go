@@ -904,7 +904,7 @@ func TestPanicInAHedgedLaneIsNotFatal(t *testing.T) {
 		return
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestPanicInAHedgedLaneIsNotFatal$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "DETOUR_PANIC_CHILD=1")
+	cmd.Env = testsupport.ChildEnv("DETOUR_PANIC_CHILD=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		i := strings.Index(string(out), "panic: ")

@@ -257,7 +257,8 @@ func (fx *fixtures) javaMissing() string {
 			return
 		}
 		fx.javaClasses = dir
-		if out, err := exec.Command(javac, "-d", dir, filepath.Join(fx.testdata, "java", "Client.java")).CombinedOutput(); err != nil {
+		// The JVM flags as for the client: javac is a JVM too.
+		if out, err := exec.Command(javac, "-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC", "-d", dir, filepath.Join(fx.testdata, "java", "Client.java")).CombinedOutput(); err != nil {
 			fx.javaMsg = fmt.Sprintf("javac Client.java: %v\n%s", err, out)
 		}
 	})

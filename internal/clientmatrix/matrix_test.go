@@ -238,7 +238,7 @@ func appEnv(extra ...string) []string {
 		"OPENAI_API_KEY=" + openaiKey, "ANTHROPIC_API_KEY=" + anthropicKey, "GEMINI_API_KEY=" + geminiKey,
 		roleEnv + "=go-app",
 		// Under -race the Go app would sleep a second at exit.
-		"GORACE=" + strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"),
+		testsupport.ChildGORACE(),
 	}
 	return append(env, extra...)
 }

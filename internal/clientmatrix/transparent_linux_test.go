@@ -85,7 +85,7 @@ func transparentWay(t *testing.T, cls []*client) *way {
 	trust := map[string]string{"NODE_EXTRA_CA_CERTS": w.caCert}
 	if keytool, err := exec.LookPath("keytool"); err == nil {
 		store := filepath.Join(w.dir, "truststore.p12")
-		out, err := exec.Command(keytool, "-importcert", "-noprompt", "-alias", "detour", "-file", w.caCert,
+		out, err := exec.Command(keytool, "-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC", "-importcert", "-noprompt", "-alias", "detour", "-file", w.caCert,
 			"-keystore", store, "-storetype", "PKCS12", "-storepass", "changeit").CombinedOutput()
 		if err != nil {
 			t.Fatalf("keytool -importcert: %v\n%s", err, out)
@@ -143,7 +143,7 @@ func startDetourIn(t *testing.T, ns, policyPath string, log io.Writer) string {
 		t.Fatal(err)
 	}
 	cmd := exec.Command("ip", "netns", "exec", ns, self)
-	cmd.Env = append(os.Environ(), roleEnv+"=serve", policyEnv+"="+policyPath)
+	cmd.Env = testsupport.ChildEnv(roleEnv+"=serve", policyEnv+"="+policyPath)
 	cmd.Stderr = log
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -192,7 +192,7 @@ func redirectIn(t *testing.T, ns string, args ...string) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command("ip", append([]string{"netns", "exec", ns, self}, args...)...)
-	cmd.Env = append(os.Environ(), roleEnv+"=redirect")
+	cmd.Env = testsupport.ChildEnv(roleEnv + "=redirect")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Errorf("detour redirect %s: %v\n%s", strings.Join(args, " "), err, out)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/detour-proxy/detour/internal/detourtest"
 	"github.com/detour-proxy/detour/internal/fakevendor"
+	"github.com/detour-proxy/detour/internal/testsupport"
 )
 
 // littleEndian reports whether the machine stores words low byte first, as
@@ -184,7 +185,7 @@ func vendorProcess(t *testing.T) (string, *detourtest.SyncBuffer, func()) {
 	}
 	out := &detourtest.SyncBuffer{}
 	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), serverEnv+"=1")
+	cmd.Env = testsupport.ChildEnv(serverEnv + "=1")
 	cmd.Stdout, cmd.Stderr = out, out
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -222,7 +223,7 @@ func TestConnectionPastDetourIsWarnedAbout(t *testing.T) {
 		Command:    []string{bin},
 		PolicyPath: policyPath,
 		Stderr:     stderr,
-		Env:        baseEnv(dialerEnv+"="+addr, "GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0")),
+		Env:        baseEnv(dialerEnv+"="+addr, testsupport.ChildGORACE()),
 	})
 	if !accepted.Wait(30*time.Second, func(s string) bool { return strings.Contains(s, "accepted\n") }) {
 		t.Fatalf("the app never connected\n%s", stderr.String())

@@ -64,7 +64,7 @@ func TestJavaTrustStoreReadByKeytool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(keytool, "-list", "-keystore", files.java, "-storetype", "PKCS12")
+	cmd := exec.Command(keytool, quickJVM("-J", "-list", "-keystore", files.java, "-storetype", "PKCS12")...)
 	cmd.Env = append(os.Environ(), "JAVA_TOOL_OPTIONS=") // the machine's own options are not under test
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -95,7 +95,7 @@ func TestJavaHttpClientFailsOverUnmodified(t *testing.T) {
 	classes := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	compile := exec.CommandContext(ctx, javac, "-d", classes, filepath.Join("testdata", "java", "App.java"))
+	compile := exec.CommandContext(ctx, javac, quickJVM("-J", "-d", classes, filepath.Join("testdata", "java", "App.java"))...)
 	compile.Env = append(os.Environ(), "JAVA_TOOL_OPTIONS=")
 	if out, err := compile.CombinedOutput(); err != nil {
 		t.Fatalf("javac: %v\n%s", err, out)
@@ -103,7 +103,7 @@ func TestJavaHttpClientFailsOverUnmodified(t *testing.T) {
 
 	policyPath, primary, backup := vendors(t, fakevendor.Fault{Kind: fakevendor.Status, Status: 503})
 	res, stdout, stderr := run(t, Options{
-		Command:    []string{java, "-cp", classes, "App"},
+		Command:    append([]string{java}, quickJVM("", "-cp", classes, "App")...),
 		PolicyPath: policyPath,
 		Env:        baseEnv("JAVA_TOOL_OPTIONS=-Duser.prop=kept"),
 	})
@@ -127,4 +127,13 @@ func TestJavaHttpClientFailsOverUnmodified(t *testing.T) {
 	if len(res.Summary.Unseen) != 0 {
 		t.Errorf("connections past detour reported for an app that went through it: %+v", res.Summary.Unseen)
 	}
+}
+
+// quickJVM puts, before args, the options that make a short-lived JVM
+// cheap (prefix "-J" passes them through javac or keytool): the first JIT
+// tier only and one GC thread. A run of a few seconds spends most of its
+// CPU compiling with the optimising tier and starting GC threads; what the
+// program does is the same.
+func quickJVM(prefix string, args ...string) []string {
+	return append([]string{prefix + "-XX:TieredStopAtLevel=1", prefix + "-XX:+UseSerialGC"}, args...)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/detour-proxy/detour/internal/detourtest"
 	"github.com/detour-proxy/detour/internal/devrun/testdata/app/openaiapp"
 	"github.com/detour-proxy/detour/internal/fakevendor"
+	"github.com/detour-proxy/detour/internal/testsupport"
 	"github.com/detour-proxy/detour/rewrite"
 )
 
@@ -141,7 +142,7 @@ func appCommand(t *testing.T) (string, []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return bin, []string{appEnv + "=1", "GORACE=" + strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0")}
+	return bin, []string{appEnv + "=1", testsupport.ChildGORACE()}
 }
 
 func TestMain(m *testing.M) {

@@ -27,6 +27,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -82,8 +83,19 @@ func helm(t *testing.T) string {
 	return helmPath
 }
 
+// helmRuns counts the helm processes started, for countHelm.
+var helmRuns atomic.Int64
+
+// countHelm logs, when t and its subtests are done, how many helm processes
+// they started: each costs some 0.2 s of CPU, most of this package's time.
+func countHelm(t *testing.T) {
+	start := helmRuns.Load()
+	t.Cleanup(func() { t.Logf("%d helm runs", helmRuns.Load()-start) })
+}
+
 func runHelm(t *testing.T, args ...string) (string, error) {
 	t.Helper()
+	helmRuns.Add(1)
 	cmd := exec.Command(helm(t), args...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -239,6 +251,14 @@ type chartCase struct {
 	setFile    []string
 	namespaces []string // the namespaces served; default [releaseNS]
 	native     bool
+	// lint: `helm lint --strict` this case too. Lint renders in strict mode
+	// (a missing value is an error) and checks names and API versions, so
+	// what it can find depends on which branches of the templates a case
+	// takes, not on the values themselves: the defaults and the two
+	// "every option" cases between them take every branch, and "no webhook"
+	// the one they cannot. The other cases only render (`helm template`
+	// checks the schema and the refusals as lint does).
+	lint bool
 	// failurePolicy is the webhooks' expected failurePolicy; default Ignore.
 	failurePolicy admregv1.FailurePolicyType
 	check         func(t *testing.T, m *manifests, cfg Config)
@@ -311,7 +331,35 @@ func chartCases(t *testing.T) []chartCase {
 		`"listen"`, `"admin": {"token_file": "`+AdminTokenFile+`"}, "listen"`, 1))
 	portsPolicy := writeFile(t, "ports.json", fmt.Sprintf(customPolicy, 9787, 9788))
 	return []chartCase{
-		{name: "defaults", native: true},
+		{name: "defaults", native: true, lint: true},
+		{
+			// Every option away from its default where the options are
+			// either/or, the transparent side; the next case the other.
+			name: "every option, transparent side", native: true, lint: true, failurePolicy: admregv1.Fail,
+			set: []string{"sidecar.interception=transparent", "sidecar.transparent.port=16001", "sidecar.transparent.uid=2000",
+				"sidecar.transparent.redirectPorts={443}", "example.enabled=true", "namespaces={shop,research}",
+				"keys.values.GATEWAY_KEY=sk-test", "sidecar.proxyPort=9787", "sidecar.adminPort=9788",
+				"sidecar.resources.requests.cpu=100m", "sidecar.resources.limits.memory=512Mi", "sidecar.noProxy={corp.internal}",
+				"image.repository=registry.example.com/detour", "image.digest=sha256:" + strings.Repeat("ab", 32),
+				"image.pullPolicy=Always", "nameOverride=egress", "imagePullSecrets[0].name=regcred",
+				"injector.replicas=1", "injector.port=9443", "injector.failurePolicy=Fail", "injector.timeoutSeconds=10",
+				"injector.logLevel=debug", "injector.resources.requests.cpu=50m", "injector.podAnnotations.team=platform",
+				"injector.podLabels.tier=control", "injector.nodeSelector.pool=system", "injector.priorityClassName=system-cluster-critical",
+				"injector.tolerations[0].key=dedicated", "injector.tolerations[0].operator=Exists",
+				"injector.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key=pool",
+				"injector.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator=Exists",
+				"injector.tls.certManager.enabled=true", "injector.tls.certManager.duration=2160h",
+				"injector.tls.certManager.renewBefore=360h", "ca.validityDays=30"},
+			setFile:    []string{"policy.json=" + writeFile(t, "every.json", strings.Replace(fmt.Sprintf(customPolicy, 9787, 9788), `"listen"`, `"admin": {"token_file": "`+AdminTokenFile+`"}, "listen"`, 1)), "ca.cert=" + caCert, "ca.key=" + caKey},
+			namespaces: []string{"shop", "research"},
+		},
+		{
+			name: "every option, the other side", kube: "1.27.0", native: false, lint: true,
+			set: []string{"keys.mode=file", "keys.existingSecret=llm-keys", "policy.existingConfigMap=team-policy",
+				"ca.existingSecret=team-ca", "admin.existingSecret=ops-admin-token", "injector.tls.certManager.enabled=true",
+				"injector.tls.certManager.issuerRef.name=corp-ca", "injector.tls.certManager.issuerRef.kind=ClusterIssuer",
+				"injector.tls.certManager.issuerRef.group=cert-manager.io", "example.enabled=true", "fullnameOverride=llm-egress"},
+		},
 		{name: "kubernetes 1.28: a regular container", kube: "1.28.0", native: false},
 		{name: "nativeSidecars false", set: []string{"sidecar.nativeSidecars=false"}, native: false},
 		{name: "nativeSidecars true on 1.28", kube: "1.28.0", set: []string{"sidecar.nativeSidecars=true"}, native: true},
@@ -545,7 +593,7 @@ func chartCases(t *testing.T) []chartCase {
 			},
 		},
 		{
-			name: "no webhook", native: true,
+			name: "no webhook", native: true, lint: true,
 			set: []string{"injector.enabled=false"},
 			check: func(t *testing.T, m *manifests, cfg Config) {
 				if len(m.deployments)+len(m.webhooks)+len(m.services)+len(m.serviceAccounts) != 0 {
@@ -598,11 +646,14 @@ func chartCases(t *testing.T) []chartCase {
 // every rendering must satisfy, then the case's own promises.
 func TestChart(t *testing.T) {
 	helm(t)
+	countHelm(t)
 	for _, c := range chartCases(t) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			if out, err := runHelm(t, append([]string{"lint", "--strict", chartDir, "--namespace", releaseNS}, c.args()...)...); err != nil {
-				t.Fatalf("helm lint: %v\n%s", err, out)
+			if c.lint {
+				if out, err := runHelm(t, append([]string{"lint", "--strict", chartDir, "--namespace", releaseNS}, c.args()...)...); err != nil {
+					t.Fatalf("helm lint: %v\n%s", err, out)
+				}
 			}
 			out, err := runHelm(t, append([]string{"template", release, chartDir, "--namespace", releaseNS}, c.args()...)...)
 			if err != nil {
@@ -1081,6 +1132,7 @@ func compareWithWebhook(t *testing.T, pod *corev1.Pod, cfg Config, app string) {
 // refused at render time, with a message that says what to do.
 func TestChartFailsOnMistakes(t *testing.T) {
 	helm(t)
+	countHelm(t)
 	keyOnly := writeFile(t, "key.pem", "-----BEGIN EC PRIVATE KEY-----\n-----END EC PRIVATE KEY-----\n")
 	for _, tc := range []struct {
 		name string
@@ -1129,6 +1181,7 @@ func TestChartFailsOnMistakes(t *testing.T) {
 // sidecar the webhook would add, naming the objects the subchart creates.
 func TestChartAsDependency(t *testing.T) {
 	helm(t)
+	countHelm(t)
 	parent := t.TempDir()
 	if err := os.CopyFS(filepath.Join(parent, "charts", "detour"), os.DirFS(chartDir)); err != nil {
 		t.Fatal(err)
@@ -1395,6 +1448,7 @@ func renderNotes(t *testing.T, args ...string) string {
 // TestChartNotes: NOTES.txt tells how to opt a pod in, where, and what to expect.
 func TestChartNotes(t *testing.T) {
 	helm(t)
+	countHelm(t)
 	for _, tc := range []struct {
 		name string
 		args []string
