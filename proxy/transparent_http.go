@@ -6,7 +6,6 @@ import (
 	"net/http"
 
 	"github.com/detour-proxy/detour/internal/chain"
-	"github.com/detour-proxy/detour/policy"
 	"github.com/detour-proxy/detour/rewrite"
 )
 
@@ -47,7 +46,7 @@ func (s *Server) serveTransparentHTTP(c net.Conn, t chain.Target) {
 // errors (Gemini's envelope has no 421: it gets Google's 400
 // INVALID_ARGUMENT, as rewrite.ErrorBody gives it).
 func (s *Server) misdirected(w http.ResponseWriter, t chain.Target, host string) {
-	status, body := rewrite.ErrorBody(hostShape(s.store.Load(), t.Host), rewrite.AppError{
+	status, body := rewrite.ErrorBody(chain.HostShape(s.store.Load(), t.Host), rewrite.AppError{
 		Status:  http.StatusMisdirectedRequest,
 		Class:   "invalid_request",
 		Message: fmt.Sprintf("detour: request for %q on a connection intercepted for %q; open a connection of its own for it", host, t.Host),
@@ -55,19 +54,4 @@ func (s *Server) misdirected(w http.ResponseWriter, t chain.Target, host string)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
-}
-
-// hostShape is the vendor shape of an intercepted host: its routes', else
-// the shape of a known vendor host, else OpenAI's (as the chain picks the
-// shape of a passed-through request's errors).
-func hostShape(pol *policy.Compiled, host string) rewrite.Shape {
-	for _, r := range pol.Routes {
-		if r.Host == host {
-			return r.Shape
-		}
-	}
-	if sh := rewrite.ShapeOfHost(host); sh != "" {
-		return sh
-	}
-	return rewrite.OpenAI
 }

@@ -103,6 +103,14 @@ func (s *session) writeError(e rewrite.AppError, details json.RawMessage, retryA
 	s.rec.Status = st
 }
 
+// HostShape is the vendor shape of detour's own errors for a request to
+// host that no route decides (a misdirected request on an intercepted
+// connection): a route's for that host, else the vendor's that owns it,
+// else OpenAI's.
+func HostShape(pol *policy.Compiled, host string) rewrite.Shape {
+	return passthroughShape(pol, nil, host)
+}
+
 // passthroughShape is the envelope of an error detour reports for a
 // passed-through request: the shape of the route the request matched
 // (for a method no route takes), else of any route for its host, else of

@@ -145,35 +145,7 @@ func ShowTable(name string) ([]Rule, error) {
 	if err != nil {
 		return nil, err
 	}
-	t, err := c.ListTableOfFamily(name, nftables.TableFamilyINet)
-	if errors.Is(err, syscall.ENOENT) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, explain("list the table "+name, err)
-	}
-	chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyINet)
-	if err != nil {
-		return nil, explain("list the table "+name, err)
-	}
-	var out []Rule
-	for _, ch := range chains {
-		if ch.Table.Name != name {
-			continue
-		}
-		rules, err := c.GetRules(t, ch)
-		if err != nil {
-			return nil, explain("list the table "+name, err)
-		}
-		for _, r := range rules {
-			text, ok := userdata.GetString(r.UserData, userdata.TypeComment)
-			if !ok {
-				text = fmt.Sprintf("(a rule detour did not write, %d expressions)", len(r.Exprs))
-			}
-			out = append(out, Rule{Handle: r.Handle, Text: ch.Name + ": " + text})
-		}
-	}
-	return out, nil
+	return listRules(c, name, "list the table "+name, true)
 }
 
 // native64 is v as the socket expression writes a cgroup id to its

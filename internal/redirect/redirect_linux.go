@@ -97,31 +97,41 @@ func Show(netNS int) ([]Rule, error) {
 	if err != nil {
 		return nil, err
 	}
-	t, err := c.ListTableOfFamily(TableName, nftables.TableFamilyINet)
+	return listRules(c, TableName, "list the redirect rules", false)
+}
+
+// listRules reads back the rules of the inet table name, chain by chain;
+// none when the table is absent. withChain prefixes each rule's text with
+// its chain's name, for tables of more than one chain.
+func listRules(c *nftables.Conn, name, what string, withChain bool) ([]Rule, error) {
+	t, err := c.ListTableOfFamily(name, nftables.TableFamilyINet)
 	if errors.Is(err, syscall.ENOENT) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, explain("list the redirect rules", err)
+		return nil, explain(what, err)
 	}
 	chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyINet)
 	if err != nil {
-		return nil, explain("list the redirect rules", err)
+		return nil, explain(what, err)
 	}
 	var out []Rule
 	for _, ch := range chains {
-		if ch.Table.Name != TableName {
+		if ch.Table.Name != name {
 			continue
 		}
 		rules, err := c.GetRules(t, ch)
 		if err != nil {
-			return nil, explain("list the redirect rules", err)
+			return nil, explain(what, err)
 		}
 		for _, r := range rules {
 			text, ok := userdata.GetString(r.UserData, userdata.TypeComment)
 			if !ok {
 				// Not one of detour's: someone edited the table by hand.
 				text = fmt.Sprintf("(a rule detour did not write, %d expressions)", len(r.Exprs))
+			}
+			if withChain {
+				text = ch.Name + ": " + text
 			}
 			out = append(out, Rule{Handle: r.Handle, Text: text})
 		}
