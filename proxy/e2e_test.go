@@ -498,7 +498,12 @@ func TestClientGoingAwayCancelsUpstreamAndCountsNoFailure(t *testing.T) {
 	go func() {
 		// Bounded: if the request never arrives, the cancel still comes
 		// and the assertions below say what went wrong.
-		testsupport.Poll(10*time.Second, func() bool { return primary.InFlight() != 0 })
+		// Calls, not InFlight: the vendor's handler is in flight from the
+		// request's headers on, but takes the scripted Hang only once it
+		// has read the whole body. A cancel before that (HTTP/2 sends
+		// the body after the headers) would leave the Hang to the next
+		// request.
+		testsupport.Poll(10*time.Second, func() bool { return primary.Calls() != 0 })
 		cancel()
 	}()
 	_, err := openaiClient(h).Chat.Completions.New(ctx, chatParams())

@@ -396,7 +396,12 @@ func TestH2ClientGoingAwayCancelsUpstreamAndCountsNoFailure(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
-		testsupport.Poll(10*time.Second, func() bool { return primary.InFlight() != 0 })
+		// Calls, not InFlight: the vendor's handler is in flight from the
+		// request's headers on, but takes the scripted Hang only once it
+		// has read the whole body. A cancel before that (HTTP/2 sends
+		// the body after the headers) would leave the Hang to the next
+		// request.
+		testsupport.Poll(10*time.Second, func() bool { return primary.Calls() != 0 })
 		cancel()
 	}()
 	if resp, err := tr.RoundTrip(chatRequest(ctx, smallChat)); !errors.Is(err, context.Canceled) {
