@@ -24,7 +24,6 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
-	"golang.org/x/sys/unix"
 )
 
 // InstallCgroup replaces the table r.Table with one that redirects the TCP
@@ -84,13 +83,7 @@ func InstallCgroup(r CgroupRules) error {
 		add(cmd, daddrText(p)+" return", append(daddrMatch(p), ret)...)
 	}
 	for _, p := range ports {
-		add(cmd, fmt.Sprintf("tcp dport %d redirect to :%d", p, r.ToPort),
-			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_TCP}},
-			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: be16(p)},
-			&expr.Immediate{Register: 1, Data: be16(r.ToPort)},
-			&expr.Redir{RegisterProtoMin: 1})
+		add(cmd, fmt.Sprintf("tcp dport %d redirect to :%d", p, r.ToPort), redirectPort(p, r.ToPort)...)
 	}
 	return explainCgroup(explain("install the run's redirect rules", c.Flush()))
 }

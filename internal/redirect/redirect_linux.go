@@ -67,13 +67,7 @@ func Install(r Rules) error {
 		add(daddrText(p)+" return", append(daddrMatch(p), ret)...)
 	}
 	for _, p := range ports {
-		add(fmt.Sprintf("tcp dport %d redirect to :%d", p, r.ToPort),
-			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_TCP}},
-			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: be16(p)},
-			&expr.Immediate{Register: 1, Data: be16(r.ToPort)},
-			&expr.Redir{RegisterProtoMin: 1})
+		add(fmt.Sprintf("tcp dport %d redirect to :%d", p, r.ToPort), redirectPort(p, r.ToPort)...)
 	}
 	return explain("install the redirect rules", c.Flush())
 }
@@ -195,6 +189,18 @@ func daddrText(p netip.Prefix) string {
 		return "ip daddr " + p.String()
 	}
 	return "ip6 daddr " + p.String()
+}
+
+// redirectPort redirects a TCP connection to port to the local port to.
+func redirectPort(port, to uint16) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_TCP}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: be16(port)},
+		&expr.Immediate{Register: 1, Data: be16(to)},
+		&expr.Redir{RegisterProtoMin: 1},
+	}
 }
 
 func be16(v uint16) []byte { return binary.BigEndian.AppendUint16(nil, v) }
