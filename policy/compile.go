@@ -373,6 +373,7 @@ func (k *compiler) upstream(name string, uf UpstreamFile, base Timeouts) *Upstre
 		k.errorf(p+".max_tokens", "must be positive; got %d", uf.MaxTokens)
 	}
 	u.MaxTokens = uf.MaxTokens
+	u.EmbeddingDimensions = k.embeddingDimensions(p, uf.EmbeddingDimensions)
 	if uf.CAFile != "" {
 		u.CAFile = k.resolve(uf.CAFile)
 		pemData, err := k.readRef(u.CAFile)
@@ -631,6 +632,7 @@ func (k *compiler) chain(p string, names []string, app rewrite.Shape, ups map[st
 			out = append(out, u)
 		}
 	}
+	ok = k.embedChain(p, names, ups) && ok
 	return out, ok
 }
 

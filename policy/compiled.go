@@ -129,6 +129,9 @@ type Upstream struct {
 	// it, so a rotated CA takes effect at the next reload.
 	CAHash  string
 	Headers http.Header
+	// EmbeddingDimensions is the declared embeddings vector size; 0 not
+	// declared (embed.go).
+	EmbeddingDimensions int
 	// MaxTokens is the default max_tokens for translated requests that need
 	// one (0: the translator's default).
 	MaxTokens int

@@ -148,6 +148,14 @@ type UpstreamFile struct {
 	// Limits are detour's own limits on requests to this upstream. Absent:
 	// none.
 	Limits *LimitsFile `json:"limits,omitempty"`
+	// EmbeddingDimensions is the size of the vectors this upstream's
+	// embeddings model returns. Only an upstream that declares it is sent
+	// embeddings requests from an app of another shape (the request is
+	// translated, and asks for this size when it names none: OpenAI
+	// dimensions, Gemini outputDimensionality). A chain whose upstreams
+	// declare different sizes is refused: vectors of two sizes cannot share
+	// an index. Default 0: not declared.
+	EmbeddingDimensions int `json:"embedding_dimensions,omitempty"`
 	// Text is the answer of a static upstream, sent in the app's shape
 	// (streamed or not, as the app asked): a last resort that never fails,
 	// e.g. "The assistant is busy. Please try again in a minute." Required

@@ -708,7 +708,7 @@ func TestOnlyChatRequestsAreTranslated(t *testing.T) {
 	if ant.Calls() != 0 {
 		t.Error("a Responses API request was sent to an Anthropic upstream")
 	}
-	if a := r.record(t).Attempts[1]; a.Outcome != chain.OutcomeSkipped || !strings.Contains(a.Reason, "only chat requests") {
+	if a := r.record(t).Attempts[1]; a.Outcome != chain.OutcomeSkipped || !strings.Contains(a.Reason, "/v1/responses goes to openai-shaped upstreams only") {
 		t.Errorf("attempt = %+v", a)
 	}
 }

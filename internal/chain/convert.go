@@ -35,10 +35,10 @@ func (s *session) convert(u *policy.Upstream, model string) (*conversion, string
 	}
 	rel := strings.TrimPrefix(s.req.URL.Path, s.app.APIRoot())
 	if !translatable(s.app, rel) {
-		// Only the chat endpoints have a meaning in every shape; the
-		// Responses API, token counting and embeddings fall over only to
+		// Only the chat and embeddings endpoints have a meaning in other
+		// shapes; the Responses API and token counting fall over only to
 		// upstreams of the app's own shape.
-		return nil, "only chat requests are translated; " + s.req.URL.Path + " goes to " + string(s.app) + "-shaped upstreams only"
+		return nil, "only chat and embeddings requests are translated; " + s.req.URL.Path + " goes to " + string(s.app) + "-shaped upstreams only"
 	}
 	req, err := translate.DecodeRequest(s.app, s.body, rel)
 	if err != nil {
@@ -48,6 +48,7 @@ func (s *session) convert(u *policy.Upstream, model string) (*conversion, string
 	up, err := translate.EncodeRequest(req, u.Shape, ir.EncodeOptions{
 		Model:            model,
 		DefaultMaxTokens: u.MaxTokens,
+		EmbedDimensions:  u.EmbeddingDimensions,
 		Notes:            func(n string) { c.notes = append(c.notes, n) },
 	})
 	if err != nil {
@@ -61,9 +62,30 @@ func (s *session) convert(u *policy.Upstream, model string) (*conversion, string
 	return c, ""
 }
 
+// embedSkip is why u is not sent this request: an embeddings request goes
+// to an upstream of another shape only when the upstream declares its
+// vector size. That is an opt-in rather than a translation failure: an
+// upstream that declares none may serve chat only, and its chat model
+// would answer with a 400 that hides the primary's real failure from the
+// app, so it is skipped like an upstream with no models entry.
+func (s *session) embedSkip(u *policy.Upstream) string {
+	if u.Shape == s.app || u.Shape == policy.ShapeStatic || u.EmbeddingDimensions > 0 {
+		return ""
+	}
+	if ok, _ := translate.EmbedEndpoint(s.app, strings.TrimPrefix(s.req.URL.Path, s.app.APIRoot())); ok {
+		return "embeddings go to another vendor's upstream only when it declares embedding_dimensions"
+	}
+	return ""
+}
+
 // translatable reports whether a request path (relative to the shape's API
-// root) is a chat request that every shape can express.
+// root) is a chat request that every shape can express, or an embeddings
+// request (OpenAI and Gemini; an Anthropic upstream refuses it in its
+// encoder, so the chain skips it with that reason).
 func translatable(app rewrite.Shape, rel string) bool {
+	if ok, _ := translate.EmbedEndpoint(app, rel); ok {
+		return true
+	}
 	switch app {
 	case rewrite.OpenAI:
 		return rel == "/chat/completions"

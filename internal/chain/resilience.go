@@ -337,6 +337,10 @@ func (s *session) candidate(u *policy.Upstream) (model string, ok, halt bool) {
 		s.skip(u.Name, fmt.Sprintf("no models entry matches %q", s.model))
 		return "", false, false
 	}
+	if why := s.embedSkip(u); why != "" {
+		s.skip(u.Name, why)
+		return "", false, false
+	}
 	if !s.r.now().Before(s.deadline) {
 		s.addFailure(&failure{upstream: u.Name, verdict: policy.Verdict{Class: policy.ClassTimeout, Reason: "deadline passed before this upstream"}})
 		s.skipClass(u.Name, policy.ClassTimeout, "deadline "+s.pol.Deadline.String()+" passed")

@@ -188,8 +188,8 @@ func TestUnservedRequests(t *testing.T) {
 		wantStatus int
 		wantBody   string
 	}{
-		{"openai unknown path", rewrite.OpenAI, "POST", "/v1/embeddings", `{}`, 404,
-			`{"error":{"message":"Invalid URL (POST /v1/embeddings)","type":"invalid_request_error","param":null,"code":null}}`},
+		{"openai unknown path", rewrite.OpenAI, "POST", "/v1/moderations", `{}`, 404,
+			`{"error":{"message":"Invalid URL (POST /v1/moderations)","type":"invalid_request_error","param":null,"code":null}}`},
 		{"openai GET", rewrite.OpenAI, "GET", "/v1/chat/completions", ``, 404,
 			`{"error":{"message":"Invalid URL (GET /v1/chat/completions)","type":"invalid_request_error","param":null,"code":null}}`},
 		{"openai malformed", rewrite.OpenAI, "POST", "/v1/chat/completions", `{"model":`, 400,

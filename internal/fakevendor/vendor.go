@@ -293,6 +293,8 @@ type call struct {
 	tools toolRequest
 	// plan is the successful answer.
 	plan plan
+	// embed is set for an embeddings request (embed.go).
+	embed *embedCall
 }
 
 // ServeHTTP answers one request as the vendor would, or fails it as the
@@ -352,7 +354,7 @@ func (v *Vendor) route(r *http.Request, c *call) bool {
 	switch v.shape {
 	case rewrite.OpenAI:
 		// Any prefix: /v1/chat/completions, /openai/v1/chat/completions…
-		return strings.HasSuffix(p, "/chat/completions")
+		return strings.HasSuffix(p, "/chat/completions") || routeEmbed(v.shape, p, "", c)
 	case rewrite.Anthropic:
 		return p == "/v1/messages"
 	case rewrite.Gemini:
@@ -376,7 +378,9 @@ func (v *Vendor) route(r *http.Request, c *call) bool {
 			c.stream = true
 			c.sse = r.URL.Query().Get("alt") == "sse"
 		default:
-			return false
+			if !routeEmbed(v.shape, p, method, c) {
+				return false
+			}
 		}
 		c.model = model
 		return true
@@ -390,6 +394,9 @@ func (v *Vendor) route(r *http.Request, c *call) bool {
 func (v *Vendor) parseBody(body []byte, c *call) bool {
 	if t := bytes.TrimSpace(body); len(t) == 0 || t[0] != '{' {
 		return false
+	}
+	if c.embed != nil {
+		return v.parseEmbed(body, c)
 	}
 	if v.shape == rewrite.Gemini {
 		if !json.Valid(body) {

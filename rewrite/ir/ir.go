@@ -168,6 +168,9 @@ type Request struct {
 	IncludeUsage bool `json:"include_usage,omitempty"`
 	// User is an end-user id (OpenAI user, Anthropic metadata.user_id).
 	User string `json:"user,omitempty"`
+	// Embed is set, and nothing above but Model, for an embeddings request
+	// (embed.go).
+	Embed *EmbedRequest `json:"embed,omitempty"`
 }
 
 // FinishReason is why generation stopped, vendor-neutral.
@@ -260,6 +263,9 @@ type EncodeOptions struct {
 	// DefaultMaxTokens is used when the request sets none and the target
 	// requires it (Anthropic). 0 → DefaultAnthropicMaxTokens.
 	DefaultMaxTokens int
+	// EmbedDimensions is the upstream's declared embeddings vector size,
+	// asked for when an embeddings request names none; 0 none declared.
+	EmbedDimensions int
 	// Notes, when set, is told of every lossy change the encoder made
 	// (clamped temperature, dropped stop sequence), for the log line.
 	Notes func(note string)

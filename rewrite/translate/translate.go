@@ -23,6 +23,9 @@ import (
 // path relative to the vendor's API root (Gemini carries the model and the
 // streaming choice in it).
 func DecodeRequest(app rewrite.Shape, body []byte, path string) (*ir.Request, error) {
+	if ok, batch := EmbedEndpoint(app, path); ok {
+		return decodeEmbedRequest(app, body, path, batch)
+	}
 	switch app {
 	case rewrite.OpenAI:
 		return openai.DecodeRequest(body)
@@ -50,6 +53,9 @@ type Upstream struct {
 // EncodeRequest encodes req for an upstream of shape up. An
 // *ir.UnsupportedError means this upstream cannot take the request.
 func EncodeRequest(req *ir.Request, up rewrite.Shape, o ir.EncodeOptions) (Upstream, error) {
+	if req.Embed != nil {
+		return encodeEmbedRequest(req, up, o)
+	}
 	switch up {
 	case rewrite.OpenAI:
 		b, err := openai.EncodeRequest(req, o)
@@ -73,6 +79,9 @@ func EncodeRequest(req *ir.Request, up rewrite.Shape, o ir.EncodeOptions) (Upstr
 // app's shape. req is the app's request (its model is echoed back, and its
 // JSON mode decides whether Anthropic's forced JSON tool is unwrapped).
 func Response(req *ir.Request, app, up rewrite.Shape, body []byte) ([]byte, error) {
+	if req.Embed != nil {
+		return embedResponse(req, app, up, body)
+	}
 	r, err := decodeResponse(up, body)
 	if err != nil {
 		return nil, err
