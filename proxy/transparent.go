@@ -252,7 +252,11 @@ func ListenTransparent(addr string) ([]net.Listener, error) {
 // startTransparent starts the transparent listener when the policy has
 // one: on lns when given (tests), else on transparent.listen.
 func (s *Server) startTransparent(ctx context.Context, pol *policy.Compiled, lns []net.Listener) error {
-	if len(lns) == 0 {
+	// Listeners handed over come with their redirect: `detour run
+	// --transparent` installs its own cgroup rule, and telling its user to
+	// run `detour redirect install` would be wrong.
+	own := len(lns) == 0
+	if own {
 		if !pol.Transparent.Enabled() {
 			return nil
 		}
@@ -269,9 +273,11 @@ func (s *Server) startTransparent(ctx context.Context, pol *policy.Compiled, lns
 		addrs[i] = ln.Addr().String()
 	}
 	_, port, _ := net.SplitHostPort(addrs[0])
-	ev.Strs("listen", addrs).Uint32("mark", pol.Transparent.Mark).
-		Str("redirect", "detour redirect install --to-port "+port+" --exclude-uid <detour's uid>").
-		Msg("transparent listener is listening")
+	ev.Strs("listen", addrs).Uint32("mark", pol.Transparent.Mark)
+	if own {
+		ev.Str("redirect", "detour redirect install --to-port "+port+" --exclude-uid <detour's uid>")
+	}
+	ev.Msg("transparent listener is listening")
 	return nil
 }
 

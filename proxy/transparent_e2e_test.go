@@ -37,6 +37,9 @@ func TestTransparentListenerRefusesADirectConnection(t *testing.T) {
 	if len(addrs) == 0 {
 		t.Fatalf("transparent listener line without addresses: %v", line)
 	}
+	if hint, _ := line["redirect"].(string); !strings.HasPrefix(hint, "detour redirect install --to-port ") {
+		t.Errorf("redirect hint = %q; want the command that sends traffic to this listener", hint)
+	}
 	for _, a := range addrs {
 		addr := fmt.Sprint(a)
 		c, err := net.Dial("tcp", addr)
@@ -56,6 +59,25 @@ func TestTransparentListenerRefusesADirectConnection(t *testing.T) {
 	}
 	if primary.Calls()+backup.Calls() != 0 {
 		t.Errorf("a refused connection reached a vendor")
+	}
+}
+
+// Listeners handed over (by `detour run --transparent`, which installs
+// its own redirect) get no hint to run `detour redirect install`.
+func TestHandedOverTransparentListenerGetsNoRedirectHint(t *testing.T) {
+	t.Parallel()
+	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
+	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, ""), func(o *proxy.Options) {
+		o.TransparentListeners = []net.Listener{ln}
+	})
+	line := h.WaitLogLine(t, "transparent listener is listening", func(map[string]any) bool { return true })
+	if hint, ok := line["redirect"]; ok {
+		t.Errorf("redirect hint %q on a handed-over listener", hint)
 	}
 }
 

@@ -56,8 +56,9 @@ type Harness struct {
 
 // Start writes policyJSON to a policy file in a temporary directory (with
 // "ca" pointing into it unless the policy sets one) and runs detour on it
-// until the test ends.
-func Start(tb testing.TB, policyJSON string) *Harness {
+// until the test ends. Each of with may change the options detour is
+// started with (a listener handed over, as `detour run` does).
+func Start(tb testing.TB, policyJSON string, with ...func(*proxy.Options)) *Harness {
 	tb.Helper()
 	dir := tb.TempDir()
 	h := &Harness{Dir: dir, PolicyPath: filepath.Join(dir, "policy.json"), log: &SyncBuffer{}, notify: make(chan struct{}, 1)}
@@ -74,16 +75,18 @@ func Start(tb testing.TB, policyJSON string) *Harness {
 	ready := make(chan *mitm.CA, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() {
-		done <- proxy.Serve(ctx, proxy.Options{
-			PolicyPath:    h.PolicyPath,
-			Stderr:        h.log,
-			Listener:      ln,
-			AdminListener: adminLn,
-			Ready:         func(_ net.Addr, ca *mitm.CA) { ready <- ca },
-			OnRecord:      h.record,
-		})
-	}()
+	opts := proxy.Options{
+		PolicyPath:    h.PolicyPath,
+		Stderr:        h.log,
+		Listener:      ln,
+		AdminListener: adminLn,
+		Ready:         func(_ net.Addr, ca *mitm.CA) { ready <- ca },
+		OnRecord:      h.record,
+	}
+	for _, w := range with {
+		w(&opts)
+	}
+	go func() { done <- proxy.Serve(ctx, opts) }()
 	select {
 	case ca := <-ready:
 		h.CA = ca
