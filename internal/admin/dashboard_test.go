@@ -9,6 +9,7 @@ package admin_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -377,5 +378,36 @@ func TestAlertRulesUnitTestsCoverEveryAlert(t *testing.T) {
 	}
 	if n != 6 {
 		t.Errorf("%d alerts; want the six of the runbook", n)
+	}
+}
+
+// grafanaValues stand in for the dashboard's variables when its queries are
+// handed to promtool: Grafana substitutes them before Prometheus sees a
+// query.
+var grafanaValues = strings.NewReplacer("$__rate_interval", "5m", "$namespace", ".*", "$pod", ".*", "$phase", "commit")
+
+// TestDashboardQueriesParse: every panel query is valid PromQL, checked by
+// promtool as the expressions of a throw-away rule file (promtool has no
+// command that parses a bare query).
+func TestDashboardQueriesParse(t *testing.T) {
+	t.Parallel()
+	bin := promtool(t)
+	var rules []map[string]string
+	for where, q := range dashboardQueries(t) {
+		if strings.HasPrefix(where, "variable ") {
+			continue // label_values(), Grafana's own function
+		}
+		rules = append(rules, map[string]string{"record": fmt.Sprintf("dashboard:query_%d", len(rules)), "expr": grafanaValues.Replace(q)})
+	}
+	data, err := yaml.Marshal(map[string]any{"groups": []any{map[string]any{"name": "dashboard", "rules": rules}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "dashboard.rules.yaml")
+	if err := os.WriteFile(file, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bin, "check", "rules", file).CombinedOutput(); err != nil {
+		t.Errorf("promtool check rules on the dashboard's queries: %v\n%s", err, out)
 	}
 }
