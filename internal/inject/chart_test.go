@@ -416,7 +416,9 @@ func chartCases(t *testing.T) []chartCase {
 			set: []string{"keys.mode=file", "keys.existingSecret=llm-keys", "policy.existingConfigMap=team-policy",
 				"ca.existingSecret=team-ca", "admin.existingSecret=ops-admin-token", "injector.tls.certManager.enabled=true",
 				"injector.tls.certManager.issuerRef.name=corp-ca", "injector.tls.certManager.issuerRef.kind=ClusterIssuer",
-				"injector.tls.certManager.issuerRef.group=cert-manager.io", "example.enabled=true", "fullnameOverride=llm-egress"},
+				"injector.tls.certManager.issuerRef.group=cert-manager.io", "example.enabled=true", "fullnameOverride=llm-egress",
+				// The policy is the user's: the chart only mounts the password.
+				"state.redis.existingSecret=redis"},
 		},
 		{name: "kubernetes 1.28: a regular container", kube: "1.28.0", native: false},
 		{name: "nativeSidecars false", set: []string{"sidecar.nativeSidecars=false"}, native: false},
