@@ -287,6 +287,7 @@ func (k *compiler) top(f *File) {
 	for i, rf := range f.Routes {
 		k.route(i, rf, names, f.Upstreams)
 	}
+	k.plainHTTP(f)
 	k.errorsSection(f.Errors, f.Upstreams)
 }
 
@@ -352,8 +353,8 @@ func (k *compiler) upstream(name string, uf UpstreamFile, base Timeouts) *Upstre
 	} else if bu.User != nil || bu.RawQuery != "" || bu.Fragment != "" {
 		k.errorf(p+".base_url", "must not contain credentials, a query or a fragment (use auth and headers)")
 		ok = false
-	} else if bu.Scheme == "http" && !isLoopbackHost(bu.Hostname()) {
-		k.errorf(p+".base_url", "plain http is allowed only to loopback hosts; use https for %q (credentials would travel in clear)", bu.Host)
+	} else if bu.Scheme == "http" && !isLoopbackHost(bu.Hostname()) && !uf.AllowPlainHTTP {
+		k.errorf(p+".base_url", "plain http is allowed only to loopback hosts; use https for %q (credentials would travel in clear), or allow_plain_http for a server in your own network", bu.Host)
 		ok = false
 	} else {
 		bu.Path = strings.TrimRight(bu.Path, "/")

@@ -123,8 +123,15 @@ type UpstreamFile struct {
 	// https://api.openai.com/v1, https://api.anthropic.com,
 	// https://generativelanguage.googleapis.com. Required, except for a
 	// static upstream, which must not have one. Plain http is accepted only
-	// for loopback hosts (credentials would travel in clear).
+	// for loopback hosts (credentials would travel in clear), unless
+	// AllowPlainHTTP.
 	BaseURL string `json:"base_url"`
+	// AllowPlainHTTP accepts an http:// BaseURL to a host that is not
+	// loopback: a model server in the same cluster or network (vLLM,
+	// Ollama on a Service address). Refused for vendor hosts and hosts the
+	// policy's routes intercept; warned about by policy check. Default
+	// false.
+	AllowPlainHTTP bool `json:"allow_plain_http,omitempty"`
 	// Auth says which credential the upstream gets. Required, except for a
 	// static upstream, which must not have one.
 	Auth *AuthFile `json:"auth"`

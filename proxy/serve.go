@@ -105,8 +105,8 @@ func Serve(ctx context.Context, opts Options) error {
 		return err
 	}
 	logger := NewLogger(opts.Stderr, pol.LogLevel)
-	for _, w := range pol.ListenWarnings() {
-		logger.Warn().Str("component", "listen").Msg(w)
+	for _, w := range pol.Warnings() {
+		logger.Warn().Str("component", "policy").Msg(w)
 	}
 
 	ca, created, warnings, err := mitm.LoadOrCreate(pol.CACertFile, pol.CAKeyFile)

@@ -195,12 +195,16 @@ var (
 	reloadsDesc = prometheus.NewDesc(Namespace+"_policy_reloads_total",
 		"Policy reloads since start (file watcher, SIGHUP and rollback) by result (ok, refused).",
 		[]string{"result"}, nil)
+	lastUpstreamDesc = prometheus.NewDesc(Namespace+"_chain_last_upstream",
+		"1 for the last upstream of each route's chain (and of each of its tier chains) in the policy in effect: a cooldown or open breaker there leaves the route no backup.",
+		[]string{"route", "upstream"}, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- breakerDesc
 	ch <- cooldownDesc
 	ch <- reloadsDesc
+	ch <- lastUpstreamDesc
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -230,4 +234,5 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(cooldownDesc, prometheus.GaugeValue, v, name)
 	}
+	collectLastUpstreams(ch, pol)
 }

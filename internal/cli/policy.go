@@ -101,7 +101,7 @@ func policyCheck(args []string, stdout, stderr io.Writer) error {
 			hosts = append(hosts, r.Host)
 		}
 	}
-	for _, w := range append(c.ListenWarnings(), c.EmbeddingWarnings()...) {
+	for _, w := range c.Warnings() {
 		fmt.Fprintf(stdout, "%s: warning: %s\n", file, w)
 	}
 	fmt.Fprintf(stdout, "%s: ok — version %s, %d upstreams, %d routes; intercepts %s; %s\n",

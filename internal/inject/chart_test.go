@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -142,8 +143,54 @@ type cmCertificate struct {
 	} `json:"spec"`
 }
 
+// Types for the Prometheus operator's objects (monitoring.coreos.com/v1),
+// limited to the fields the chart writes, so that strict decoding catches a
+// misspelt one.
+type promRule struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              ruleGroups `json:"spec"`
+}
+
+// ruleGroups is a Prometheus rule file, the PrometheusRule's spec.
+type ruleGroups struct {
+	Groups []struct {
+		Name  string `json:"name"`
+		Rules []struct {
+			Alert       string            `json:"alert"`
+			Expr        string            `json:"expr"`
+			For         string            `json:"for,omitempty"`
+			Labels      map[string]string `json:"labels"`
+			Annotations map[string]string `json:"annotations"`
+		} `json:"rules"`
+	} `json:"groups"`
+}
+
+type serviceMonitor struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              struct {
+		Selector          metav1.LabelSelector `json:"selector"`
+		NamespaceSelector struct {
+			MatchNames []string `json:"matchNames"`
+		} `json:"namespaceSelector"`
+		Endpoints []struct {
+			Port          string `json:"port"`
+			Path          string `json:"path"`
+			Scheme        string `json:"scheme"`
+			Interval      string `json:"interval"`
+			ScrapeTimeout string `json:"scrapeTimeout"`
+		} `json:"endpoints"`
+	} `json:"spec"`
+}
+
 // manifests are the decoded objects of one `helm template`.
 type manifests struct {
+	// metricsServices are the headless Services of
+	// monitoring.serviceMonitor, apart from the injector's.
+	metricsServices []corev1.Service
+	promRules       []promRule
+	serviceMonitors []serviceMonitor
 	serviceAccounts []corev1.ServiceAccount
 	configMaps      []corev1.ConfigMap
 	secrets         []corev1.Secret
@@ -185,8 +232,19 @@ func decodeManifests(t *testing.T, out string) *manifests {
 			m.secrets = append(m.secrets, corev1.Secret{})
 			target = &m.secrets[len(m.secrets)-1]
 		case "v1/Service":
+			if regexp.MustCompile(`(?m)^    app\.kubernetes\.io/component: metrics$`).MatchString(doc) {
+				m.metricsServices = append(m.metricsServices, corev1.Service{})
+				target = &m.metricsServices[len(m.metricsServices)-1]
+				break
+			}
 			m.services = append(m.services, corev1.Service{})
 			target = &m.services[len(m.services)-1]
+		case "monitoring.coreos.com/v1/PrometheusRule":
+			m.promRules = append(m.promRules, promRule{})
+			target = &m.promRules[len(m.promRules)-1]
+		case "monitoring.coreos.com/v1/ServiceMonitor":
+			m.serviceMonitors = append(m.serviceMonitors, serviceMonitor{})
+			target = &m.serviceMonitors[len(m.serviceMonitors)-1]
 		case "apps/v1/Deployment":
 			m.deployments = append(m.deployments, appsv1.Deployment{})
 			target = &m.deployments[len(m.deployments)-1]
@@ -358,7 +416,9 @@ func chartCases(t *testing.T) []chartCase {
 			set: []string{"keys.mode=file", "keys.existingSecret=llm-keys", "policy.existingConfigMap=team-policy",
 				"ca.existingSecret=team-ca", "admin.existingSecret=ops-admin-token", "injector.tls.certManager.enabled=true",
 				"injector.tls.certManager.issuerRef.name=corp-ca", "injector.tls.certManager.issuerRef.kind=ClusterIssuer",
-				"injector.tls.certManager.issuerRef.group=cert-manager.io", "example.enabled=true", "fullnameOverride=llm-egress"},
+				"injector.tls.certManager.issuerRef.group=cert-manager.io", "example.enabled=true", "fullnameOverride=llm-egress",
+				// The policy is the user's: the chart only mounts the password.
+				"state.redis.existingSecret=redis"},
 		},
 		{name: "kubernetes 1.28: a regular container", kube: "1.28.0", native: false},
 		{name: "nativeSidecars false", set: []string{"sidecar.nativeSidecars=false"}, native: false},
@@ -632,6 +692,69 @@ func chartCases(t *testing.T) []chartCase {
 			},
 		},
 		{
+			name: "monitoring, defaults", native: true,
+			set: []string{"monitoring.dashboard.enabled=true", "monitoring.prometheusRule.enabled=true", "monitoring.serviceMonitor.enabled=true"},
+			check: func(t *testing.T, m *manifests, cfg Config) {
+				checkMonitoring(t, m, monitoringWant{dashboardNS: releaseNS, dashboardLabels: map[string]string{"grafana_dashboard": "1"},
+					runbook: defaultRunbook, namespaces: []string{releaseNS}, podLabels: map[string]string{LabelInject: "true"},
+					interval: "30s", adminPort: 8788})
+			},
+		},
+		{
+			name: "monitoring, every value", native: true, lint: true,
+			set: []string{"monitoring.dashboard.enabled=true", "monitoring.dashboard.namespace=shop",
+				"monitoring.dashboard.labels.dashboards=detour", "monitoring.dashboard.annotations.grafana_folder=LLM",
+				"monitoring.prometheusRule.enabled=true", "monitoring.prometheusRule.labels.release=kube-prometheus-stack",
+				"monitoring.prometheusRule.runbookBaseURL=https://wiki.example.com/detour/",
+				"monitoring.serviceMonitor.enabled=true", "monitoring.serviceMonitor.podSelector.app=chat",
+				"monitoring.serviceMonitor.interval=15s", "monitoring.serviceMonitor.scrapeTimeout=5s",
+				"monitoring.serviceMonitor.labels.release=kube-prometheus-stack",
+				"namespaces={shop,research}", "sidecar.adminPort=9788"},
+			setFile:    []string{"policy.json=" + writeFile(t, "monitoring.json", fmt.Sprintf(customPolicy, 8787, 9788))},
+			namespaces: []string{"shop", "research"},
+			check: func(t *testing.T, m *manifests, cfg Config) {
+				checkMonitoring(t, m, monitoringWant{dashboardNS: "shop",
+					dashboardLabels: map[string]string{"grafana_dashboard": "1", "dashboards": "detour"}, dashboardAnnotations: map[string]string{"grafana_folder": "LLM"},
+					ruleLabels: map[string]string{"release": "kube-prometheus-stack"}, runbook: "https://wiki.example.com/detour",
+					namespaces: []string{"shop", "research"}, podLabels: map[string]string{LabelInject: "true", "app": "chat"},
+					interval: "15s", scrapeTimeout: "5s", monitorLabels: map[string]string{"release": "kube-prometheus-stack"}, adminPort: 9788})
+			},
+		},
+		{
+			// Every state.redis value, and the example built with the named
+			// templates: they and the webhook must mount the same password.
+			name: "fleet state in Redis, every value", native: true, lint: true,
+			set: []string{"state.redis.url=rediss://redis-master.redis.svc:6380/0", "state.redis.existingSecret=redis",
+				"state.redis.passwordKey=redis-password", "state.redis.keyPrefix=shop:", "state.redis.timeout=50ms",
+				"example.enabled=true", "namespaces={shop,research}"},
+			setFile:    []string{"policy.json=" + policyFile},
+			namespaces: []string{"shop", "research"},
+			check: func(t *testing.T, m *manifests, cfg Config) {
+				if cfg.RedisPasswordSecret != "redis" || cfg.RedisPasswordKey != "redis-password" {
+					t.Errorf("config redis secret %q key %q", cfg.RedisPasswordSecret, cfg.RedisPasswordKey)
+				}
+				file, _ := os.ReadFile(policyFile)
+				want := strings.Replace(string(file), "{", `{"state": {"backend":"redis","redis":{"key_prefix":"shop:","password_file":"`+RedisPasswordFile+
+					`","timeout":"50ms","url":"rediss://redis-master.redis.svc:6380/0"}},{"admin": {"token_file": "`+AdminTokenFile+`"},`, 1)
+				want = strings.Replace(want, `}},{"admin"`, `}},"admin"`, 1)
+				for _, ns := range []string{"shop", "research"} {
+					if got := m.configMap(ns, "detour-policy").Data["policy.json"]; got != want {
+						t.Errorf("%s: policy ConfigMap:\n%s\nwant:\n%s", ns, got, want)
+					}
+				}
+			},
+		},
+		{
+			name: "fleet state in Redis without a password", native: true,
+			set: []string{"state.redis.url=redis://redis.shop.svc:6379"},
+			check: func(t *testing.T, m *manifests, cfg Config) {
+				text := m.configMap(releaseNS, "detour-policy").Data["policy.json"]
+				if !strings.HasPrefix(text, `{"state": {"backend":"redis","redis":{"url":"redis://redis.shop.svc:6379"}},`) || cfg.RedisPasswordSecret != "" {
+					t.Errorf("policy %.160q, redis secret %q; want a state section with the URL only and no Secret", text, cfg.RedisPasswordSecret)
+				}
+			},
+		},
+		{
 			name: "example, native", native: true,
 			set: []string{"example.enabled=true", "example.image=docker.io/library/python:3.13-slim"},
 		},
@@ -639,6 +762,114 @@ func chartCases(t *testing.T) []chartCase {
 			name: "example, regular container, keys as files", kube: "1.27.0", native: false,
 			set: []string{"example.enabled=true", "keys.mode=file", "keys.values.GATEWAY_KEY=sk-test", "sidecar.noProxy={corp.internal}"},
 		},
+	}
+}
+
+const defaultRunbook = "https://github.com/detour-proxy/detour/blob/main/docs/runbook.md"
+
+// monitoringWant is what checkMonitoring expects of the monitoring objects.
+type monitoringWant struct {
+	dashboardNS                           string
+	dashboardLabels, dashboardAnnotations map[string]string
+	ruleLabels, monitorLabels             map[string]string
+	runbook                               string
+	namespaces                            []string
+	podLabels                             map[string]string
+	interval, scrapeTimeout               string
+	adminPort                             int32
+}
+
+// checkMonitoring: the dashboard ConfigMap holds the chart's dashboard file
+// byte for byte, with the sidecar's label; the PrometheusRule is the rule
+// file with only runbook_url's base changed; in every served namespace a
+// headless Service selects pods with the given labels on the admin port,
+// and a ServiceMonitor selects that Service and scrapes /metrics there.
+func checkMonitoring(t *testing.T, m *manifests, w monitoringWant) {
+	t.Helper()
+	var dash *corev1.ConfigMap
+	for i := range m.configMaps {
+		if m.configMaps[i].Labels["app.kubernetes.io/component"] == "dashboard" {
+			dash = &m.configMaps[i]
+		}
+	}
+	file, err := os.ReadFile(filepath.Join(chartDir, "dashboards", "detour.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case dash == nil:
+		t.Error("no dashboard ConfigMap")
+	case dash.Namespace != w.dashboardNS || dash.Data["detour.json"] != string(file):
+		t.Errorf("dashboard ConfigMap in %q (want %q); holds the dashboard file: %v", dash.Namespace, w.dashboardNS, dash.Data["detour.json"] == string(file))
+	default:
+		for k, v := range w.dashboardLabels {
+			if dash.Labels[k] != v {
+				t.Errorf("dashboard ConfigMap label %s=%q; want %q", k, dash.Labels[k], v)
+			}
+		}
+		for k, v := range w.dashboardAnnotations {
+			if dash.Annotations[k] != v {
+				t.Errorf("dashboard ConfigMap annotation %s=%q; want %q", k, dash.Annotations[k], v)
+			}
+		}
+	}
+
+	rulesText, err := os.ReadFile(filepath.Join(chartDir, "rules", "detour.rules.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want ruleGroups
+	if err := yaml.UnmarshalStrict([]byte(strings.ReplaceAll(string(rulesText), defaultRunbook, w.runbook)), &want); err != nil {
+		t.Fatal(err)
+	}
+	if len(m.promRules) != 1 {
+		t.Fatalf("%d PrometheusRules; want 1", len(m.promRules))
+	}
+	pr := m.promRules[0]
+	gotJSON, _ := json.Marshal(pr.Spec)
+	wantJSON, _ := json.Marshal(want)
+	if !bytes.Equal(gotJSON, wantJSON) || pr.Namespace != releaseNS {
+		t.Errorf("PrometheusRule in %q is not the rule file:\n%s\nwant:\n%s", pr.Namespace, gotJSON, wantJSON)
+	}
+	if len(want.Groups) == 0 || !strings.HasPrefix(want.Groups[0].Rules[0].Annotations["runbook_url"], w.runbook+"#") {
+		t.Errorf("runbook_url %q; want under %s", want.Groups[0].Rules[0].Annotations["runbook_url"], w.runbook)
+	}
+	for k, v := range w.ruleLabels {
+		if pr.Labels[k] != v {
+			t.Errorf("PrometheusRule label %s=%q; want %q", k, pr.Labels[k], v)
+		}
+	}
+
+	if len(m.metricsServices) != len(w.namespaces) || len(m.serviceMonitors) != len(w.namespaces) {
+		t.Fatalf("%d metrics Services and %d ServiceMonitors; want one each in %q", len(m.metricsServices), len(m.serviceMonitors), w.namespaces)
+	}
+	for i, ns := range w.namespaces {
+		svc, sm := m.metricsServices[i], m.serviceMonitors[i]
+		if svc.Namespace != ns || sm.Namespace != ns || svc.Spec.ClusterIP != corev1.ClusterIPNone {
+			t.Errorf("metrics Service %s/%s (clusterIP %q), ServiceMonitor %s/%s; want both in %s, headless", svc.Namespace, svc.Name, svc.Spec.ClusterIP, sm.Namespace, sm.Name, ns)
+		}
+		if !labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(w.podLabels)) || len(svc.Spec.Selector) != len(w.podLabels) {
+			t.Errorf("metrics Service selector %v; want %v", svc.Spec.Selector, w.podLabels)
+		}
+		if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].TargetPort.IntValue() != int(w.adminPort) {
+			t.Errorf("metrics Service ports %+v; want the admin port %d", svc.Spec.Ports, w.adminPort)
+		}
+		sel, err := metav1.LabelSelectorAsSelector(&sm.Spec.Selector)
+		if err != nil || !sel.Matches(labels.Set(svc.Labels)) || sel.Matches(labels.Set(m.services[0].Labels)) {
+			t.Errorf("ServiceMonitor selector %v: must select the metrics Service %v and not the injector's", sm.Spec.Selector, svc.Labels)
+		}
+		if !slices.Equal(sm.Spec.NamespaceSelector.MatchNames, []string{ns}) || len(sm.Spec.Endpoints) != 1 {
+			t.Fatalf("ServiceMonitor %+v", sm.Spec)
+		}
+		ep := sm.Spec.Endpoints[0]
+		if ep.Port != svc.Spec.Ports[0].Name || ep.Path != "/metrics" || ep.Interval != w.interval || ep.ScrapeTimeout != w.scrapeTimeout {
+			t.Errorf("ServiceMonitor endpoint %+v; want port %q, /metrics, interval %q, timeout %q", ep, svc.Spec.Ports[0].Name, w.interval, w.scrapeTimeout)
+		}
+		for k, v := range w.monitorLabels {
+			if sm.Labels[k] != v {
+				t.Errorf("ServiceMonitor label %s=%q; want %q", k, sm.Labels[k], v)
+			}
+		}
 	}
 }
 
@@ -1020,6 +1251,7 @@ func checkPodSpec(t *testing.T, name string, ps *corev1.PodSpec) {
 // at the admin port, CA where the Secret is mounted.
 func checkPolicy(t *testing.T, text string, cfg Config, adminToken []byte) {
 	t.Helper()
+	text = withoutPendingState(t, text)
 	c, err := policy.Compile("policy.json", []byte(text), policy.Options{
 		BaseDir:      policyDir,
 		DefaultCADir: CADir,
@@ -1028,6 +1260,9 @@ func checkPolicy(t *testing.T, text string, cfg Config, adminToken []byte) {
 		ReadFile: func(p string) ([]byte, error) {
 			if p == AdminTokenFile {
 				return adminToken, nil
+			}
+			if p == RedisPasswordFile && cfg.RedisPasswordSecret != "" {
+				return []byte("a-redis-password"), nil
 			}
 			return os.ReadFile(p)
 		},
@@ -1046,6 +1281,32 @@ func checkPolicy(t *testing.T, text string, cfg Config, adminToken []byte) {
 	if c.Admin.TokenFile != AdminTokenFile {
 		t.Errorf("policy admin.token_file %q; want the admin token Secret's mount %s", c.Admin.TokenFile, AdminTokenFile)
 	}
+}
+
+// withoutPendingState returns the policy text without the "state" section
+// the chart inserts for state.redis while this branch's policy compiler
+// has no state.redis (the fleet state backend is merged from another
+// branch): the rest of the policy is still compiled. Once policy.StateFile
+// has Redis, the text is compiled whole, state section included.
+func withoutPendingState(t *testing.T, text string) string {
+	t.Helper()
+	if _, ok := reflect.TypeOf(policy.StateFile{}).FieldByName("Redis"); ok {
+		return text
+	}
+	open := regexp.MustCompile(`^\s*\{"state": `).FindString(text)
+	if open == "" {
+		return text
+	}
+	dec := json.NewDecoder(strings.NewReader(text[len(open):]))
+	var section json.RawMessage
+	if err := dec.Decode(&section); err != nil {
+		t.Fatalf("the inserted state section: %v", err)
+	}
+	rest := text[len(open)+int(dec.InputOffset()):]
+	if !strings.HasPrefix(rest, ",") {
+		t.Fatalf("the inserted state section is not followed by a comma: %q", rest)
+	}
+	return strings.TrimSuffix(open, `"state": `) + rest[1:]
 }
 
 // checkCA: detour loads the Secret's CA, mounted as the pod would mount it
@@ -1160,6 +1421,12 @@ func TestChartFailsOnMistakes(t *testing.T) {
 		{"transparent port on the proxy port", []string{"--set", "sidecar.transparent.port=8787"}, "sidecar.transparent.port 8787 is also sidecar.proxyPort"},
 		{"transparent port redirected", []string{"--set", "sidecar.transparent.redirectPorts={443,15001}"}, "every connection to it would loop"},
 		{"transparent uid 0", []string{"--set", "sidecar.transparent.uid=0"}, "uid"},
+		{"state section and state.redis.url", []string{"--set", "state.redis.url=redis://redis:6379", "--set-file", "policy.json=" + writeFile(t, "state.json",
+			`{"admin_listen": "0.0.0.0:8788", "state": {"backend": "memory"}}`)}, `policy.json has a "state" section and state.redis.url is set`},
+		{"Redis password without a URL", []string{"--set", "state.redis.existingSecret=redis"}, "state.redis.existingSecret is set without state.redis.url"},
+		{"Redis URL with an existing policy ConfigMap", []string{"--set", "state.redis.url=redis://redis:6379", "--set", "policy.existingConfigMap=team-policy"},
+			"write that section in your policy"},
+		{"Redis URL of another scheme", []string{"--set", "state.redis.url=http://redis:6379"}, "/state/redis/url"},
 		{"policy with a socket mark", []string{"--set-file", "policy.json=" + writeFile(t, "mark.json",
 			`{"admin_listen": "0.0.0.0:8788", "transparent": {"mark": 487}}`)}, "transparent.mark needs CAP_NET_ADMIN"},
 	} {
@@ -1367,7 +1634,8 @@ func TestChartNamedTemplateNamesMatchCode(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range []string{PolicyFile, policyDir, CADir, CACertDir, TrustDir, BundleFile, KeysDir, ConfigHome,
-		AdminTokenDir, volPolicy, volCA, volCACert, volTrust, volKeys, volAdmin, TrustContainerName, RedirectContainerName} {
+		AdminTokenDir, volPolicy, volCA, volCACert, volTrust, volKeys, volAdmin, TrustContainerName, RedirectContainerName,
+		RedisPasswordDir, volRedis} {
 		if !bytes.Contains(tpl, []byte(s)) {
 			t.Errorf("_sidecar.tpl does not mention %q", s)
 		}
@@ -1380,6 +1648,16 @@ func TestChartNamedTemplateNamesMatchCode(t *testing.T) {
 		}
 		if !bytes.Contains(b, []byte(AdminTokenFile)) {
 			t.Errorf("%s does not mention %q", f, AdminTokenFile)
+		}
+	}
+	// The policy's state.redis.password_file, which the chart writes.
+	for _, f := range []string{"namespaced.yaml", "../values.yaml"} {
+		b, err := os.ReadFile(filepath.Join(chartDir, "templates", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(b, []byte(RedisPasswordFile)) {
+			t.Errorf("%s does not mention %q", f, RedisPasswordFile)
 		}
 	}
 }

@@ -107,6 +107,14 @@ type Config struct {
 	// RedirectPorts are the TCP destination ports redirected to detour in
 	// transparent interception. Default DefaultRedirectPorts (443, 80).
 	RedirectPorts []int32 `json:"redirectPorts,omitempty"`
+	// RedisPasswordSecret names a Secret, in the pod's namespace, holding
+	// the password of the fleet state's Redis (policy state.redis), mounted
+	// into detour alone at RedisPasswordFile (the policy's
+	// state.redis.password_file). Default none: nothing is mounted.
+	RedisPasswordSecret string `json:"redisPasswordSecret,omitempty"`
+	// RedisPasswordKey is the password's key in RedisPasswordSecret.
+	// Default DefaultRedisPasswordKey.
+	RedisPasswordKey string `json:"redisPasswordKey,omitempty"`
 }
 
 // DefaultResources are the detour container's resources when the config
@@ -173,6 +181,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("proxyPort and adminPort are both %d", d.ProxyPort))
 	}
 	errs = append(errs, d.validateInterception()...)
+	errs = append(errs, d.validateRedis()...)
 	for _, n := range []struct{ field, name string }{
 		{"policyConfigMap", d.PolicyConfigMap}, {"caSecret", d.CASecret}, {"adminTokenSecret", d.AdminTokenSecret}, {"keysSecret", d.KeysSecret},
 	} {

@@ -124,6 +124,7 @@ func (s settings) sidecarContainer() corev1.Container {
 		always := corev1.ContainerRestartPolicyAlways
 		c.RestartPolicy = &always
 	}
+	c.VolumeMounts = append(c.VolumeMounts, s.redisMounts()...)
 	if s.KeysSecret != "" {
 		switch s.KeysMode {
 		case KeysModeFile:
@@ -219,7 +220,7 @@ func (s settings) volumes() []corev1.Volume {
 			DefaultMode: &mode,
 		}}})
 	}
-	return vs
+	return append(vs, s.redisVolumes()...)
 }
 
 // appMount is the bundle's mount in every target app container.

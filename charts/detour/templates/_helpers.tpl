@@ -130,6 +130,8 @@ it says must stay what _sidecar.tpl writes: the chart test compares them.
 -}}
 {{- with include "detour.keysSecret" . }}{{ $_ := set $c "keysSecret" . }}{{ end -}}
 {{- with .Values.sidecar.noProxy }}{{ $_ := set $c "noProxy" . }}{{ end -}}
+{{- with .Values.state.redis.existingSecret }}{{ $_ := set $c "redisPasswordSecret" . }}{{ end -}}
+{{- with .Values.state.redis.passwordKey }}{{ $_ := set $c "redisPasswordKey" . }}{{ end -}}
 {{- /* Only when not the default, so that a proxy-env release renders as it always did. */ -}}
 {{- $t := .Values.sidecar.transparent -}}
 {{- $_ := include "detour.transparent" . -}}

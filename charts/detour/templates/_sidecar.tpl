@@ -81,6 +81,12 @@ volumeMounts:
   - name: detour-admin-token
     mountPath: /var/run/secrets/detour-admin
     readOnly: true
+{{- if .Values.state.redis.existingSecret }}
+  # The fleet state's Redis password (policy state.redis.password_file).
+  - name: detour-redis
+    mountPath: /var/run/secrets/detour-redis
+    readOnly: true
+{{- end }}
 {{- if and $keys (eq .Values.keys.mode "file") }}
   - name: detour-keys
     mountPath: /var/run/secrets/detour-keys
@@ -196,6 +202,14 @@ securityContext:
   secret:
     secretName: {{ $keys }}
     defaultMode: 0444
+{{- end }}
+{{- with .Values.state.redis.existingSecret }}
+- name: detour-redis
+  secret:
+    secretName: {{ . }}
+    defaultMode: 0444
+    items:
+      - {key: {{ $.Values.state.redis.passwordKey | default "password" }}, path: password}
 {{- end }}
 {{- end -}}
 
