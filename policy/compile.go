@@ -288,6 +288,7 @@ func (k *compiler) top(f *File) {
 		k.route(i, rf, names, f.Upstreams)
 	}
 	k.errorsSection(f.Errors, f.Upstreams)
+	k.probes(f.Upstreams)
 }
 
 func (k *compiler) ca(ca *CAFile) {
