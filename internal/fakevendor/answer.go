@@ -166,6 +166,9 @@ func streamErrorClass(shape rewrite.Shape) string {
 
 // body is the successful non-streaming answer to c.
 func (v *Vendor) body(c call) []byte {
+	if c.list {
+		return v.modelListBody()
+	}
 	switch v.shape {
 	case rewrite.Anthropic:
 		return v.anthropicBody(c)
