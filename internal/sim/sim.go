@@ -37,8 +37,9 @@ const (
 
 // Tables lists the tables in print order: (a) chain success against
 // theory, (b) cooldowns after quota runs out, (c) time added by a failover,
-// (d) the circuit breaker.
-var Tables = []string{"a", "b", "c", "d"}
+// (d) the circuit breaker, (e) cooldowns with the seed's set-up (a shared
+// quota and random failures), (f) chain length against mixed failures.
+var Tables = []string{"a", "b", "c", "d", "e", "f"}
 
 // Options configure a simulation. Zero values take the defaults.
 type Options struct {
@@ -197,6 +198,18 @@ func Run(ctx context.Context, opts Options) error {
 		case "d":
 			var r breakerResult
 			r, err = runBreaker(ctx, opts)
+			if err == nil {
+				r.write(out)
+			}
+		case "e":
+			var r seedResult
+			r, err = runSeedCooldown(ctx, opts)
+			if err == nil {
+				r.write(out)
+			}
+		case "f":
+			var r lengthResult
+			r, err = runChainLength(ctx, opts)
 			if err == nil {
 				r.write(out)
 			}
