@@ -234,7 +234,7 @@ func (r lengthResult) write(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "Chains [u1 … uk]; every upstream fails the same way, independently: %g %% of its calls get 429 `rate_limit_exceeded` "+
 		"with `retry-after: 1`, %g %% never answer (the attempt ends at `timeouts.first_byte`, %s), and its quota is gone "+
-		"for %s (429 `insufficient_quota`) from i sixths of the run on, so that uᵢ's outage overlaps the next one's. An answer takes %s of virtual time, an error %s. "+
+		"for %s (429 `insufficient_quota`), uᵢ's starting i/6 of the way into the run (u1 at minute 10 of an hour, u2 at 20, …), so that each outage overlaps the next. An answer takes %s of virtual time, an error %s. "+
 		"%d requests, one per virtual second. Every class keeps detour's default: `rate_limited` retried once (here after the vendor's 1 s), "+
 		"`quota_exhausted` cools the upstream down for %s, `timeout` falls over at once; breaker and never_skip_last on. "+
 		"Switches are upstreams called after the first one a request called; last-engine share is the share of answers that came from uk; "+

@@ -52,7 +52,7 @@ type Options struct {
 	// LatencyRequests is the number of timed requests per chain of table
 	// (c). Default DefaultLatencyRequests.
 	LatencyRequests int
-	// Only lists the tables to run ("a".."d"). Default: all of them.
+	// Only lists the tables to run ("a".."f"). Default: all of them.
 	Only []string
 	// QuotaRun is the virtual length of table (b)'s traffic, one request
 	// per virtual second. Default DefaultQuotaRun.
