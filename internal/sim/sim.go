@@ -5,11 +5,11 @@
 // policy.Compile, and the upstreams answer with the vendors' exact error
 // bodies.
 //
-// Three of the four tables run in memory on a virtual clock (Runner.Now and
+// Every table but one runs in memory on a virtual clock (Runner.Now and
 // Runner.Sleep; the fakes are reached through Transports.Override), one
 // request after another, so the same seed prints the same bytes on any
-// machine. The latency table is the exception: it times real loopback HTTP
-// and says so.
+// machine. The latency table (c) is the exception: it times real loopback
+// HTTP and says so.
 //
 // sim imports policy, rewrite, internal/chain and internal/health; it must not
 // import proxy (goproxy) or anything that listens on a real port, except the
