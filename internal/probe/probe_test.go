@@ -87,8 +87,11 @@ func compile(t *testing.T, doc string) *policy.Compiled {
 	c, err := policy.Compile("policy.json", []byte(doc), policy.Options{
 		BaseDir: ".", DefaultCADir: ".",
 		Getenv: func(k string) (string, bool) {
-			if k == "DETOUR_KEY" {
+			switch k {
+			case "DETOUR_KEY":
 				return detourKey, true
+			case "ROTATED_KEY":
+				return "sk-rotated", true
 			}
 			return "", false
 		},
@@ -435,4 +438,32 @@ func TestProbesUseOnlyThePolicysCredential(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A reload that changes an upstream but not its probe settings (a rotated
+// key) neither restarts nor delays its probes: the next probe, on its own
+// schedule, carries the new key.
+func TestProbeUsesTheKeyInEffect(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, `{"interval": "10s", "timeout": "1s"}`, "")
+		w.start(t)
+		defer w.stop()
+		doc := chatPolicy("http://127.0.0.1:10001", "http://127.0.0.1:10002", `{"interval": "10s", "timeout": "1s"}`, "")
+		w.store.Swap(compile(t, strings.Replace(doc, `"DETOUR_KEY"`, `"ROTATED_KEY"`, 1)))
+		w.mgr.Sync()
+		synctest.Wait()
+		if n := w.primary.Calls(); n != 1 {
+			t.Fatalf("%d calls right after the key changed; want only the first probe (no restart)", n)
+		}
+		time.Sleep(12 * time.Second)
+		synctest.Wait()
+		reqs := w.primary.Requests()
+		if len(reqs) != 2 {
+			t.Fatalf("%d probes in 12s at 10s; want 2", len(reqs))
+		}
+		if a, b := reqs[0].Header.Get("Authorization"), reqs[1].Header.Get("Authorization"); a != "Bearer "+detourKey || b != "Bearer sk-rotated" {
+			t.Errorf("probes sent %q then %q; want the old key, then the rotated one", a, b)
+		}
+	})
 }
