@@ -54,7 +54,7 @@ Usage:
   detour demo [--requests N] [--seed N]
                                    watch failover happen: fake vendors with faults, detour, and an
                                    OpenAI client, all in this process (no keys, no network)
-  detour simulate [--seed N] [--requests N] [--only a,b,c,d]
+  detour simulate [--seed N] [--requests N] [--only a,b,c,d,e,f]
                                    reproducible failover experiments through the real chain runner,
                                    printed as markdown tables (docs/simulation.md)
   detour ca init|print|bundle      create detour's CA, print it, or write a system+detour trust bundle

@@ -289,6 +289,7 @@ func (k *compiler) top(f *File) {
 	}
 	k.plainHTTP(f)
 	k.errorsSection(f.Errors, f.Upstreams)
+	k.probes(f.Upstreams)
 }
 
 func (k *compiler) ca(ca *CAFile) {

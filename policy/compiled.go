@@ -142,6 +142,8 @@ type Upstream struct {
 	// or limits; its Timeouts are the policy-wide ones.
 	Static bool
 	Text   string
+	// Probe is the upstream's active health probe; Interval 0: none.
+	Probe Probe
 }
 
 // MapModel returns the model to send for a requested model; ok is false when

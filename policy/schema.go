@@ -168,6 +168,10 @@ type UpstreamFile struct {
 	// e.g. "The assistant is busy. Please try again in a minute." Required
 	// for shape static; refused for any other shape.
 	Text string `json:"text,omitempty"`
+	// Probe sends the upstream a cheap request on a timer, with a
+	// credential of the policy's, so that a dead upstream's breaker opens
+	// before an app's request meets it (probe.go). Absent: no probes.
+	Probe *ProbeFile `json:"probe,omitempty"`
 }
 
 // LimitsFile caps the requests detour sends to one upstream. A request over

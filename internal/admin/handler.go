@@ -25,6 +25,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/detour-proxy/detour/internal/health"
+	"github.com/detour-proxy/detour/internal/probe"
 	"github.com/detour-proxy/detour/policy"
 )
 
@@ -50,6 +51,9 @@ type Options struct {
 	Now func() time.Time
 	// CacheLen reports the response cache's entries for /status; nil: 0.
 	CacheLen func() int
+	// Probes reports the active probes' status by upstream for /status
+	// (probe.Manager.Status); nil: every upstream's probe is null.
+	Probes func() map[string]probe.Status
 }
 
 // NewHandler returns the admin listener's handler:

@@ -49,6 +49,7 @@ type Metrics struct {
 	overhead  prometheus.Histogram
 	cache     *prometheus.CounterVec
 	tokens    *prometheus.CounterVec
+	probes    *prometheus.CounterVec
 }
 
 // NewMetrics returns detour's metrics. breaker_state, cooldown_active and
@@ -86,6 +87,10 @@ func NewMetrics(store *policy.Store, h *health.Registry) *Metrics {
 		Namespace: Namespace, Name: "tokens_total",
 		Help: "Tokens reported by the answering upstream, by direction (input, output).",
 	}, []string{"upstream", "direction"})
+	m.probes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Name: "probe_total",
+		Help: `Active health probes (upstreams.NAME.probe) by upstream and result: "ok" or the failure class.`,
+	}, []string{"upstream", "result"})
 	// Present from the start, so that dashboards and alerts find the series
 	// before the cache exists.
 	for _, r := range []string{chain.CacheHit, chain.CacheMiss, chain.CacheStored, chain.CacheBypass} {
@@ -95,7 +100,7 @@ func NewMetrics(store *policy.Store, h *health.Registry) *Metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.requests, m.attempts, m.failovers, m.latency, m.overhead, m.cache, m.tokens,
+		m.requests, m.attempts, m.failovers, m.latency, m.overhead, m.cache, m.tokens, m.probes,
 		&stateCollector{store: store, health: h, now: time.Now},
 	)
 	return m
@@ -174,6 +179,13 @@ func (m *Metrics) Observe(r *chain.Record) {
 	case chain.CacheHit, chain.CacheMiss, chain.CacheStored, chain.CacheBypass:
 		m.cache.WithLabelValues(r.Cache).Inc()
 	}
+}
+
+// ObserveProbe counts one active probe of upstream: result is "ok" or its
+// failure class (probe.Result.Label), both bounded by the policy and the
+// class list.
+func (m *Metrics) ObserveProbe(upstream, result string) {
+	m.probes.WithLabelValues(upstream, result).Inc()
 }
 
 // stateCollector reports, at scrape time, what lives in the store and the

@@ -161,6 +161,8 @@ type UpstreamJSON struct {
 	InFlight int64    `json:"in_flight"`
 	// Requests is how many attempts were sent to the upstream since start.
 	Requests uint64 `json:"requests"`
+	// Probe is the upstream's active probe; null when it is not probed.
+	Probe *ProbeJSON `json:"probe"`
 }
 
 func (h *handler) status(w http.ResponseWriter, _ *http.Request) {
@@ -203,6 +205,7 @@ func (h *handler) statusOf(now time.Time) StatusJSON {
 		}
 	}
 	cooling := h.opts.Health.Cooldowns(now)
+	probes := h.probes()
 	for name, up := range c.Upstreams {
 		s := h.opts.Health.Stats(name, now)
 		u := UpstreamJSON{Samples: s.Samples, InFlight: s.InFlight, Requests: s.Requests}
@@ -223,6 +226,7 @@ func (h *handler) statusOf(now time.Time) StatusJSON {
 		if s.Successes > 0 {
 			u.P50Ms, u.P95Ms = msPtr(s.P50), msPtr(s.P95)
 		}
+		u.Probe = probeOf(probes, name)
 		st.Upstreams[name] = u
 	}
 	return st

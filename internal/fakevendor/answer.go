@@ -169,6 +169,9 @@ func (v *Vendor) body(c call) []byte {
 	if c.embed != nil {
 		return v.embedBody(c)
 	}
+	if c.list {
+		return v.modelListBody()
+	}
 	switch v.shape {
 	case rewrite.Anthropic:
 		return v.anthropicBody(c)

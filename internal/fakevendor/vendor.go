@@ -183,8 +183,9 @@ func (v *Vendor) Name() string { return v.name }
 // results.
 func (v *Vendor) Text() string { return v.text }
 
-// Script queues faults: the next request to a model endpoint gets faults[0],
-// the one after faults[1], and so on, after any faults queued before.
+// Script queues faults: the next request to a model endpoint (or to the
+// model list, models.go) gets faults[0], the one after faults[1], and so
+// on, after any faults queued before.
 func (v *Vendor) Script(faults ...Fault) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -295,6 +296,8 @@ type call struct {
 	plan plan
 	// embed is set for an embeddings request (embed.go).
 	embed *embedCall
+	// list: a GET of the model list (models.go).
+	list bool
 }
 
 // ServeHTTP answers one request as the vendor would, or fails it as the
@@ -306,7 +309,7 @@ func (v *Vendor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, readErr := io.ReadAll(io.LimitReader(r.Body, maxRequestBody))
 	c := call{method: r.Method, path: r.URL.Path}
 	found := v.route(r, &c)
-	wellFormed := found && readErr == nil && v.parseBody(body, &c)
+	wellFormed := found && readErr == nil && (c.list || v.parseBody(body, &c))
 	c.promptTokens = min(max(len(body)/4, 1), maxPromptTokens)
 
 	v.mu.Lock()
@@ -347,6 +350,10 @@ func (v *Vendor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // route recognises the shape's model endpoints and fills in what the URL
 // says (Gemini's model and streaming).
 func (v *Vendor) route(r *http.Request, c *call) bool {
+	if modelListPath(v.shape, r.Method, r.URL.Path) {
+		c.list = true
+		return true
+	}
 	if r.Method != http.MethodPost {
 		return false
 	}

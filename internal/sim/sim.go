@@ -5,11 +5,11 @@
 // policy.Compile, and the upstreams answer with the vendors' exact error
 // bodies.
 //
-// Three of the four tables run in memory on a virtual clock (Runner.Now and
+// Every table but one runs in memory on a virtual clock (Runner.Now and
 // Runner.Sleep; the fakes are reached through Transports.Override), one
 // request after another, so the same seed prints the same bytes on any
-// machine. The latency table is the exception: it times real loopback HTTP
-// and says so.
+// machine. The latency table (c) is the exception: it times real loopback
+// HTTP and says so.
 //
 // sim imports policy, rewrite, internal/chain and internal/health; it must not
 // import proxy (goproxy) or anything that listens on a real port, except the
@@ -37,8 +37,9 @@ const (
 
 // Tables lists the tables in print order: (a) chain success against
 // theory, (b) cooldowns after quota runs out, (c) time added by a failover,
-// (d) the circuit breaker.
-var Tables = []string{"a", "b", "c", "d"}
+// (d) the circuit breaker, (e) cooldowns with the seed's set-up (a shared
+// quota and random failures), (f) chain length against mixed failures.
+var Tables = []string{"a", "b", "c", "d", "e", "f"}
 
 // Options configure a simulation. Zero values take the defaults.
 type Options struct {
@@ -51,7 +52,7 @@ type Options struct {
 	// LatencyRequests is the number of timed requests per chain of table
 	// (c). Default DefaultLatencyRequests.
 	LatencyRequests int
-	// Only lists the tables to run ("a".."d"). Default: all of them.
+	// Only lists the tables to run ("a".."f"). Default: all of them.
 	Only []string
 	// QuotaRun is the virtual length of table (b)'s traffic, one request
 	// per virtual second. Default DefaultQuotaRun.
@@ -197,6 +198,18 @@ func Run(ctx context.Context, opts Options) error {
 		case "d":
 			var r breakerResult
 			r, err = runBreaker(ctx, opts)
+			if err == nil {
+				r.write(out)
+			}
+		case "e":
+			var r seedResult
+			r, err = runSeedCooldown(ctx, opts)
+			if err == nil {
+				r.write(out)
+			}
+		case "f":
+			var r lengthResult
+			r, err = runChainLength(ctx, opts)
 			if err == nil {
 				r.write(out)
 			}
