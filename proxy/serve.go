@@ -20,6 +20,7 @@ import (
 	"github.com/detour-proxy/detour/internal/chain"
 	"github.com/detour-proxy/detour/internal/health"
 	"github.com/detour-proxy/detour/internal/mitm"
+	"github.com/detour-proxy/detour/internal/probe"
 	"github.com/detour-proxy/detour/policy"
 )
 
@@ -183,6 +184,19 @@ func Serve(ctx context.Context, opts Options) error {
 	transports.Dial = srv.Dial
 	runner.Passthrough = chain.NewTransport(TunnelDialTimeout, nil, srv.Dial)
 
+	// Active health probes (upstreams.NAME.probe), after the dial guard is
+	// in place; they follow reloads on their own and stop before Serve
+	// returns.
+	probeOpts := probe.Options{Policy: store.Load, Health: hr, Transports: transports, Log: logger, Now: opts.Now}
+	if metrics != nil {
+		probeOpts.OnResult = func(r probe.Result) { metrics.ObserveProbe(r.Upstream, r.Label()) }
+	}
+	probes := probe.New(probeOpts)
+	probeCtx, stopProbes := context.WithCancel(ctx)
+	probesDone := make(chan struct{})
+	go func() { defer close(probesDone); probes.Run(probeCtx) }()
+	defer func() { stopProbes(); <-probesDone }()
+
 	// SIGHUP reloads the policy, for setups where file events do not
 	// arrive (some network file systems, some container runtimes). The
 	// handler is in place before detour says it is listening, so a SIGHUP
@@ -219,7 +233,7 @@ func Serve(ctx context.Context, opts Options) error {
 		adminSrv := &http.Server{
 			Handler: admin.NewHandler(admin.Options{
 				Store: store, Health: hr, Metrics: metrics, Ready: readiness.Check, Log: logger,
-				CacheLen: runner.CacheLen,
+				CacheLen: runner.CacheLen, Probes: probes.Status,
 			}),
 			ReadHeaderTimeout: ReadHeaderTimeout,
 			IdleTimeout:       IdleConnTimeout,
