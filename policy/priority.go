@@ -89,8 +89,6 @@ func (k *compiler) priorities(f *File) {
 			switch {
 			case err != nil:
 				k.errorf(path, "%v", err)
-			case d < 0:
-				k.errorf(path, "must not be negative (\"0s\": no hedging for %s requests); got %s", e.p, d)
 			case d > 0 && d >= c.Deadline:
 				k.errorf(path, "%s is not shorter than deadline (%s): no hedge would ever start", d, c.Deadline)
 			default:

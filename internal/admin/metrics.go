@@ -49,6 +49,7 @@ type Metrics struct {
 	overhead  prometheus.Histogram
 	cache     *prometheus.CounterVec
 	tokens    *prometheus.CounterVec
+	cost      *prometheus.CounterVec
 }
 
 // NewMetrics returns detour's metrics. breaker_state, cooldown_active and
@@ -86,6 +87,10 @@ func NewMetrics(store *policy.Store, h *health.Registry) *Metrics {
 		Namespace: Namespace, Name: "tokens_total",
 		Help: "Tokens reported by the answering upstream, by direction (input, output).",
 	}, []string{"upstream", "direction"})
+	m.cost = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Name: "cost_usd_total",
+		Help: "USD spent on answers, at the answering upstream's prices (upstreams.NAME.prices).",
+	}, []string{"upstream"})
 	// Present from the start, so that dashboards and alerts find the series
 	// before the cache exists.
 	for _, r := range []string{chain.CacheHit, chain.CacheMiss, chain.CacheStored, chain.CacheBypass} {
@@ -95,8 +100,9 @@ func NewMetrics(store *policy.Store, h *health.Registry) *Metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.requests, m.attempts, m.failovers, m.latency, m.overhead, m.cache, m.tokens,
+		m.requests, m.attempts, m.failovers, m.latency, m.overhead, m.cache, m.tokens, m.cost,
 		&stateCollector{store: store, health: h, now: time.Now},
+		&budgetCollector{store: store, health: h, now: time.Now},
 	)
 	return m
 }
@@ -168,6 +174,9 @@ func (m *Metrics) Observe(r *chain.Record) {
 		}
 		if r.Usage.Output > 0 {
 			m.tokens.WithLabelValues(r.AnsweredBy, "output").Add(float64(r.Usage.Output))
+		}
+		if r.CostUSD > 0 {
+			m.cost.WithLabelValues(r.AnsweredBy).Add(r.CostUSD)
 		}
 	}
 	switch r.Cache {
