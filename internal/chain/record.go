@@ -129,6 +129,9 @@ type Record struct {
 	TTFB       time.Duration
 	Total      time.Duration
 	Usage      rewrite.Usage
+	Cache      string
+	Prompt     string
+
 	// CachedInput is the part of Usage.Input the vendor reports as read
 	// from its prompt cache (rewrite.ExtractCachedInput).
 	CachedInput int64
@@ -137,8 +140,6 @@ type Record struct {
 	CostUSD float64
 	// Priority is the request's priority: high, normal or low.
 	Priority string
-	Cache    string
-	Prompt     string
 
 	// idValue is the X-Detour-Request-Id header's value slice.
 	idValue [1]string
