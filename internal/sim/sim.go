@@ -38,7 +38,7 @@ const (
 // Tables lists the tables in print order: (a) chain success against
 // theory, (b) cooldowns after quota runs out, (c) time added by a failover,
 // (d) the circuit breaker.
-var Tables = []string{"a", "b", "c", "d"}
+var Tables = []string{"a", "b", "c", "d", TableBudget}
 
 // Options configure a simulation. Zero values take the defaults.
 type Options struct {
@@ -191,6 +191,12 @@ func Run(ctx context.Context, opts Options) error {
 		case "c":
 			var r latencyResult
 			r, err = runLatency(ctx, opts)
+			if err == nil {
+				r.write(out)
+			}
+		case TableBudget:
+			var r budgetResult
+			r, err = runBudget(ctx, opts)
 			if err == nil {
 				r.write(out)
 			}
