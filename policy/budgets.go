@@ -68,15 +68,26 @@ func (b *Budget) Periods(now time.Time, buf *[2]Period) []Period {
 	y, m, d := t.Date()
 	if b.Daily > 0 {
 		start := time.Date(y, m, d, 0, 0, 0, 0, b.Location)
-		out = append(out, Period{Kind: PeriodDaily, Key: b.Name + "/" + PeriodDaily + "/" + start.Format("2006-01-02"),
+		out = append(out, Period{Kind: PeriodDaily, Key: periodKey(b.Name, PeriodDaily, start, "2006-01-02"),
 			Start: start, End: time.Date(y, m, d+1, 0, 0, 0, 0, b.Location), Limit: b.Daily})
 	}
 	if b.Monthly > 0 {
 		start := time.Date(y, m, 1, 0, 0, 0, 0, b.Location)
-		out = append(out, Period{Kind: PeriodMonthly, Key: b.Name + "/" + PeriodMonthly + "/" + start.Format("2006-01"),
+		out = append(out, Period{Kind: PeriodMonthly, Key: periodKey(b.Name, PeriodMonthly, start, "2006-01"),
 			Start: start, End: time.Date(y, m+1, 1, 0, 0, 0, 0, b.Location), Limit: b.Monthly})
 	}
 	return out
+}
+
+// periodKey is name/kind/start, built in one allocation: it is made for
+// every budget period at every admission and answer.
+func periodKey(name, kind string, start time.Time, layout string) string {
+	var buf [96]byte
+	k := append(buf[:0], name...)
+	k = append(k, '/')
+	k = append(k, kind...)
+	k = append(k, '/')
+	return string(start.AppendFormat(k, layout))
 }
 
 // budgets compiles budgets[]; it runs after upstreams and routes, whose
