@@ -50,3 +50,11 @@ func (c Class) Valid() bool {
 	}
 	return false
 }
+
+// ClassBudgetExhausted is an attempt that was never sent, because a spend
+// budget (budgets[]) covering the upstream or the route is spent for the
+// current day or month. Like ClassLocalLimit it is detour's own decision:
+// a skip, kept out of Classes so that no rule can assign it and no
+// errors.classes entry can change it, never counted against the breaker
+// and never a cooldown (the budget's own period end is when it lifts).
+const ClassBudgetExhausted Class = "budget_exhausted"

@@ -290,6 +290,8 @@ func (k *compiler) top(f *File) {
 	k.plainHTTP(f)
 	k.errorsSection(f.Errors, f.Upstreams)
 	k.probes(f.Upstreams)
+	k.budgets(f)
+	k.priorities(f)
 }
 
 func (k *compiler) ca(ca *CAFile) {
@@ -345,6 +347,8 @@ func (k *compiler) upstream(name string, uf UpstreamFile, base Timeouts) *Upstre
 		ok = false
 	}
 	u.Limits = k.limits(p+".limits", uf.Limits)
+	u.ShedLowAt = k.shedLowAt(p+".limits", uf.Limits, u.Limits)
+	u.Prices = k.prices(p+".prices", uf.Prices)
 	if uf.BaseURL == "" {
 		k.errorf(p+".base_url", "required, e.g. %q", exampleBaseURL(u.Shape))
 		ok = false
@@ -422,7 +426,7 @@ func (k *compiler) upstream(name string, uf UpstreamFile, base Timeouts) *Upstre
 // staticFields are the upstream fields about reaching a vendor, all refused
 // on a static upstream: it sends nothing, and a base_url or key left on it
 // would suggest that requests go somewhere.
-var staticFields = []string{"base_url", "auth", "models", "timeouts", "ca_file", "headers", "max_tokens", "limits"}
+var staticFields = []string{"base_url", "auth", "models", "timeouts", "ca_file", "headers", "max_tokens", "limits", "prices"}
 
 func (k *compiler) static(p, name string, uf UpstreamFile, base Timeouts, ok bool) *Upstream {
 	for _, f := range staticFields {

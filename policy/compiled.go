@@ -144,6 +144,13 @@ type Upstream struct {
 	Text   string
 	// Probe is the upstream's active health probe; Interval 0: none.
 	Probe Probe
+	// Prices are the upstream's prices per model glob, most specific first
+	// (see PriceFor); nil when the policy names none.
+	Prices []Price
+	// ShedLowAt is how many requests in flight to this upstream make it
+	// refuse low-priority ones (limits.shed_low_at × limits.concurrency,
+	// rounded up); 0: low requests are not shed early.
+	ShedLowAt int
 }
 
 // MapModel returns the model to send for a requested model; ok is false when
@@ -260,6 +267,11 @@ type Compiled struct {
 	// Bounds cap request bodies, their read time and the drain; always
 	// filled.
 	Bounds Bounds
+	// Budgets are the spend budgets, in file order; nil when none.
+	Budgets []*Budget
+	// Priorities are hedge_after per priority and the priority of each
+	// tier; always filled.
+	Priorities PriorityPolicy
 
 	hosts map[string]bool
 }

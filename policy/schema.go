@@ -85,6 +85,21 @@ type File struct {
 	// error in the app's shape, and logged with outcome drained. Default
 	// DefaultDrainTimeout. Read when detour stops, so a reload changes it.
 	DrainTimeout Duration `json:"drain_timeout,omitempty"`
+	// Budgets cap what detour spends, in USD computed from each answer's
+	// usage and its upstream's prices, per upstream or per route, by day
+	// and by month (see BudgetFile). Default none.
+	Budgets []BudgetFile `json:"budgets,omitempty"`
+	// HedgeAfterByPriority overrides hedge_after for requests of one
+	// priority (x-detour-priority, or priority_by_tier), e.g. {"high":
+	// "800ms"} with no hedge_after hedges only high-priority requests.
+	// "0s" turns hedging off for that priority. Absent: hedge_after for
+	// every priority.
+	HedgeAfterByPriority *PriorityDurationsFile `json:"hedge_after_by_priority,omitempty"`
+	// PriorityByTier gives the requests of a tier (routes with tiers) a
+	// priority when they carry no x-detour-priority header, e.g.
+	// {"easy": "low"}. Values high, normal, low. Default: every request
+	// without the header is normal.
+	PriorityByTier map[string]string `json:"priority_by_tier,omitempty"`
 }
 
 // ProcessLimitsFile bounds the memory the whole process spends on requests.
@@ -163,6 +178,14 @@ type UpstreamFile struct {
 	// declare different sizes is refused: vectors of two sizes cannot share
 	// an index. Default 0: not declared.
 	EmbeddingDimensions int `json:"embedding_dimensions,omitempty"`
+	// Prices are what the upstream charges per model, by glob of the
+	// model detour asks it for (* matches any run of characters), in USD
+	// per 1M tokens. The most specific glob that matches wins: the one
+	// with the most characters other than *, then the one with fewer *,
+	// then the first in byte order. They give every answer its cost
+	// (cost_usd in the log line) and feed budgets. Default none: answers
+	// cost 0.
+	Prices map[string]PriceFile `json:"prices,omitempty"`
 	// Text is the answer of a static upstream, sent in the app's shape
 	// (streamed or not, as the app asked): a last resort that never fails,
 	// e.g. "The assistant is busy. Please try again in a minute." Required
@@ -190,6 +213,13 @@ type LimitsFile struct {
 	// Concurrency is the most requests in flight to this upstream at once
 	// (a committed stream counts until it ends). Default 0: no limit.
 	Concurrency int `json:"concurrency,omitempty"`
+	// ShedLowAt sheds low-priority requests (x-detour-priority: low)
+	// earlier than the others: a low request skips this upstream (class
+	// local_limit) once shed_low_at × concurrency requests are in flight
+	// to it, so that batch work leaves room for realtime work. A fraction
+	// in (0, 1]; needs concurrency. Default 0: low requests wait for the
+	// same concurrency as every other.
+	ShedLowAt float64 `json:"shed_low_at,omitempty"`
 }
 
 // AuthFile is an upstream's credential source; exactly one field is set.
@@ -417,4 +447,55 @@ type LogFile struct {
 	Prompts bool `json:"prompts,omitempty"`
 	// Level is the minimum level: debug, info, warn, error. Default info.
 	Level string `json:"level,omitempty"`
+}
+
+// PriceFile is one model glob's price, in USD per 1M tokens.
+type PriceFile struct {
+	// Input is the price of a prompt token. Required (0 is a free model).
+	Input *float64 `json:"input"`
+	// Output is the price of a generated token (reasoning included).
+	// Required.
+	Output *float64 `json:"output"`
+	// CachedInput is the price of a prompt token the vendor reports as
+	// read from its prompt cache (OpenAI's cached_tokens, Anthropic's
+	// cache_read_input_tokens, Gemini's cachedContentTokenCount). Absent:
+	// the input price.
+	CachedInput *float64 `json:"cached_input,omitempty"`
+}
+
+// BudgetFile is one spend budget: the cost of the answers of one upstream
+// (or of one route, whichever upstream answered), summed per day and per
+// month in a time zone. At warn_at of a limit detour logs a warning once
+// per period; at the limit the upstream (or every upstream of the route)
+// is skipped with class budget_exhausted until the period ends.
+type BudgetFile struct {
+	// Name names the budget in logs, metrics and /status. Required, unique;
+	// letters, digits, '_', '.', '-'. Spend is kept by name and period, so
+	// it survives a reload that keeps the name.
+	Name string `json:"name"`
+	// Upstream is the upstream whose answers count. A budget has exactly
+	// one of upstream and route.
+	Upstream string `json:"upstream,omitempty"`
+	// Route is the route whose answers count, from any upstream.
+	Route string `json:"route,omitempty"`
+	// Daily is the limit in USD per day, from midnight to midnight in
+	// time_zone. Default 0: no daily limit. At least one of daily and
+	// monthly is required.
+	Daily float64 `json:"daily,omitempty"`
+	// Monthly is the limit in USD per calendar month in time_zone, from
+	// the 1st at midnight. Default 0: no monthly limit.
+	Monthly float64 `json:"monthly,omitempty"`
+	// WarnAt is the share of a limit at which detour logs a warning, once
+	// per period. In (0, 1]. Default DefaultBudgetWarnAt (0.8).
+	WarnAt float64 `json:"warn_at,omitempty"`
+	// TimeZone is the IANA time zone whose midnight ends a day (and whose
+	// 1st ends a month), e.g. "America/Los_Angeles". Default UTC.
+	TimeZone string `json:"time_zone,omitempty"`
+}
+
+// PriorityDurationsFile is a duration per request priority.
+type PriorityDurationsFile struct {
+	High   Duration `json:"high,omitempty"`
+	Normal Duration `json:"normal,omitempty"`
+	Low    Duration `json:"low,omitempty"`
 }

@@ -33,13 +33,10 @@ const (
 )
 
 // pendingMetrics are queried by the dashboard but exported by code on
-// other branches that is not merged yet: the cost counter (budgets) and the
-// fleet state backend's gauge (state.backend redis). Once those are merged
-// this list must be emptied (the test fails while a name on it is
-// exported), and the drive in liveMetricNames must make them appear (a
-// backup with prices; the state backend's gauge).
+// another branch that is not merged yet: the fleet state backend's gauge
+// (state.backend redis). Once it is merged this list must be emptied (the
+// test fails while a name on it is exported).
 var pendingMetrics = []string{
-	"detour_cost_usd_total",
 	"detour_state_backend_up",
 }
 
@@ -49,7 +46,9 @@ var pendingMetrics = []string{
 func liveMetricNames(t *testing.T) map[string]bool {
 	t.Helper()
 	s := newSetup(t)
-	h := detourtest.Start(t, s.policy("v1", "primary", "backup"))
+	// The backup is priced, so that its answer has a cost to count.
+	pol := strings.Replace(s.policy("v1", "primary", "backup"), `"backup":  {"shape": "openai",`, `"backup":  {"shape": "openai", "prices": {"*": {"input": 1, "output": 2}},`, 1)
+	h := detourtest.Start(t, pol)
 	waitUntil(t, "readyz 200", func() bool { code, _ := get(t, h, "/readyz"); return code == 200 })
 	s.primary.Script(fv.Fault{Kind: fv.Status, Status: 429, Class: fv.ClassInsufficientQuota})
 	if by := chat(t, h); by != "backup" {

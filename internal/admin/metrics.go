@@ -50,6 +50,7 @@ type Metrics struct {
 	cache     *prometheus.CounterVec
 	tokens    *prometheus.CounterVec
 	probes    *prometheus.CounterVec
+	cost      *prometheus.CounterVec
 }
 
 // NewMetrics returns detour's metrics. breaker_state, cooldown_active and
@@ -91,6 +92,10 @@ func NewMetrics(store *policy.Store, h *health.Registry) *Metrics {
 		Namespace: Namespace, Name: "probe_total",
 		Help: `Active health probes (upstreams.NAME.probe) by upstream and result: "ok" or the failure class.`,
 	}, []string{"upstream", "result"})
+	m.cost = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Name: "cost_usd_total",
+		Help: "USD spent on answers, at the answering upstream's prices (upstreams.NAME.prices).",
+	}, []string{"upstream"})
 	// Present from the start, so that dashboards and alerts find the series
 	// before the cache exists.
 	for _, r := range []string{chain.CacheHit, chain.CacheMiss, chain.CacheStored, chain.CacheBypass} {
@@ -100,8 +105,9 @@ func NewMetrics(store *policy.Store, h *health.Registry) *Metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.requests, m.attempts, m.failovers, m.latency, m.overhead, m.cache, m.tokens, m.probes,
+		m.requests, m.attempts, m.failovers, m.latency, m.overhead, m.cache, m.tokens, m.probes, m.cost,
 		&stateCollector{store: store, health: h, now: time.Now},
+		&budgetCollector{store: store, health: h, now: time.Now},
 	)
 	return m
 }
@@ -173,6 +179,9 @@ func (m *Metrics) Observe(r *chain.Record) {
 		}
 		if r.Usage.Output > 0 {
 			m.tokens.WithLabelValues(r.AnsweredBy, "output").Add(float64(r.Usage.Output))
+		}
+		if r.CostUSD > 0 {
+			m.cost.WithLabelValues(r.AnsweredBy).Add(r.CostUSD)
 		}
 	}
 	switch r.Cache {

@@ -29,6 +29,9 @@ type StatusJSON struct {
 	Resilience ResilienceJSON `json:"resilience"`
 	// Routes are the policy's routes with their chains (or tier chains).
 	Routes []RouteJSON `json:"routes"`
+	// Budgets are the policy's spend budgets, in file order, with what
+	// each has spent in its current periods (budget.go).
+	Budgets []BudgetJSON `json:"budgets"`
 }
 
 // ResilienceJSON is the retry, breaker and hedging settings in effect.
@@ -185,6 +188,7 @@ func (h *handler) statusOf(now time.Time) StatusJSON {
 		}
 	}
 	st.Resilience = resilienceOf(c)
+	st.Budgets = budgetsOf(c, h.opts.Health, now)
 	for _, r := range c.Routes {
 		rj := RouteJSON{Name: r.Name}
 		if r.Tiers == nil {

@@ -386,6 +386,7 @@ func (a *attempt) wholeAnswer(resp *http.Response) step {
 	if use, ok := rewrite.ExtractUsage(u.Shape, usageBody); ok {
 		s.rec.Usage = use
 	}
+	s.rec.CachedInput, _ = rewrite.ExtractCachedInput(u.Shape, usageBody)
 	return stepDone
 }
 

@@ -337,6 +337,11 @@ type session struct {
 	// cacheKey is its key.
 	cacheable bool
 	cacheKey  cacheKey
+
+	// priority is the request's priority (priority.go) and hedge its
+	// hedge_after (0: no hedging).
+	priority policy.Priority
+	hedge    time.Duration
 }
 
 // failure is one failed attempt, kept to build the app's answer when the
@@ -359,6 +364,8 @@ func (s *session) run() {
 	// The buffered body is held for replay until the request is over, a
 	// stream's last event included.
 	defer func() { s.r.budget.release(s.reserved, s.pol.Bounds.BufferedBytes) }()
+	// Cost and budgets count the answer once it is over (spend.go).
+	defer s.settle()
 	if !s.readRequestBody() {
 		return
 	}
@@ -372,8 +379,9 @@ func (s *session) run() {
 	if s.route.Tiers != nil {
 		chain = s.route.ChainFor(s.pickTier())
 	}
+	s.pickPriority()
 	var done bool
-	if s.pol.HedgeAfter > 0 && len(chain) > 1 {
+	if s.hedge > 0 && len(chain) > 1 {
 		done = s.runHedged(chain)
 	} else {
 		done = s.runSequential(chain)
@@ -498,6 +506,9 @@ func (s *session) writeExhausted() {
 	}
 	if len(s.failures) == 0 {
 		// Nothing was sent: every upstream was skipped.
+		if s.writeBudgetSpent() {
+			return
+		}
 		if !s.soonest.IsZero() {
 			s.rec.Error = "every upstream is cooling down or has its breaker open"
 			// Out of quota everywhere is not a passing overload: the app

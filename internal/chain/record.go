@@ -132,6 +132,15 @@ type Record struct {
 	Cache      string
 	Prompt     string
 
+	// CachedInput is the part of Usage.Input the vendor reports as read
+	// from its prompt cache (rewrite.ExtractCachedInput).
+	CachedInput int64
+	// CostUSD is the answer's cost at its upstream's prices (0: no price
+	// matches, no usage reported, or nothing answered).
+	CostUSD float64
+	// Priority is the request's priority: high, normal or low.
+	Priority string
+
 	// idValue is the X-Detour-Request-Id header's value slice.
 	idValue [1]string
 }
@@ -222,7 +231,9 @@ func (r *Record) Log(l zerolog.Logger) {
 		Float64("ttfb_ms", ms(r.TTFB)).
 		Float64("total_ms", ms(r.Total)).
 		Dict("usage", zerolog.Dict().Int64("input", r.Usage.Input).Int64("output", r.Usage.Output)).
-		Str("cache", r.Cache)
+		Str("cache", r.Cache).
+		Float64("cost_usd", r.CostUSD).
+		Str("priority", r.Priority)
 	if r.Prompt != "" {
 		ev = ev.Str("prompt", r.Prompt)
 	}

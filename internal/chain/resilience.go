@@ -163,6 +163,11 @@ func breakerResult(a AttemptRecord, recorded bool) health.BreakerResult {
 // exist to protect exactly the upstream a failover storm lands on.
 func (s *session) admit(u *policy.Upstream, last bool) (gate, bool) {
 	now := s.r.now()
+	// A spent budget is never waived, like limits: it is the operator's
+	// word on the bill (spend.go).
+	if s.overBudget(u, now) {
+		return gate{}, false
+	}
 	force := last && s.pol.NeverSkipLast
 	if cd, cooling := s.r.Health.CoolingDown(u.Name, now); cooling && !force {
 		s.skip(u.Name, "cooling down until "+cd.Until.UTC().Format(time.RFC3339)+" ("+cd.Reason+")")
@@ -184,6 +189,10 @@ func (s *session) admit(u *policy.Upstream, last bool) (gate, bool) {
 			}
 			return gate{}, false
 		}
+	}
+	if s.shed(u, now) {
+		g.ticket.Done(health.BreakerNeutral, now)
+		return gate{}, false
 	}
 	if u.Limits != (policy.Limits{}) {
 		release, ok, why := s.r.Health.Acquire(u.Name, u.Limits, now)
@@ -474,7 +483,7 @@ func (s *session) runHedged(chain []*policy.Upstream) bool {
 			select {
 			case <-newest.headers:
 			default:
-				timer = time.NewTimer(s.pol.HedgeAfter - s.r.now().Sub(newestAt))
+				timer = time.NewTimer(s.hedge - s.r.now().Sub(newestAt))
 				hedgeC = timer.C
 				headersC = newest.headers
 			}

@@ -52,7 +52,7 @@ func (a *attempt) streamAnswer(resp *http.Response) step {
 	// here, not from pump: the first flush writes the response headers,
 	// net/http's deepest path, and pump's frame would sit under it.
 	if !out.put(first) || out.rc.Flush() != nil {
-		s.rec.Usage = a.usage.u
+		s.rec.Usage, s.rec.CachedInput = a.usage.u, a.usage.cached
 		a.clientGoneAfterCommit()
 		return stepDone
 	}
@@ -152,7 +152,7 @@ func (a *attempt) untilCommit(rd *sse.Reader, resp *http.Response) (first []byte
 // on holds every frame below it for the stream's whole life).
 func (a *attempt) pump(out *streamOut, ended bool) {
 	s, u, conv, rd := a.s, a.u, a.conv, out.rd
-	defer func() { s.rec.Usage = a.usage.u }()
+	defer func() { s.rec.Usage, s.rec.CachedInput = a.usage.u, a.usage.cached }()
 	for {
 		if out.unflushed && !rd.EventBuffered() {
 			// What was held back must not wait behind a read that may
@@ -340,9 +340,16 @@ func endsStream(shape rewrite.Shape, ev sse.Event) bool {
 // usageMerger keeps token counts across stream events: Anthropic reports
 // input in message_start and cumulative output in message_delta; OpenAI
 // once at the end; Gemini cumulatively in every chunk.
-type usageMerger struct{ u rewrite.Usage }
+type usageMerger struct {
+	u rewrite.Usage
+	// cached is the last cached-input count reported.
+	cached int64
+}
 
 func (m *usageMerger) add(shape rewrite.Shape, data []byte) {
+	if c, ok := rewrite.ExtractCachedInput(shape, data); ok {
+		m.cached = c
+	}
 	use, ok := rewrite.ExtractUsage(shape, data)
 	if !ok {
 		return

@@ -38,8 +38,9 @@ const (
 // Tables lists the tables in print order: (a) chain success against
 // theory, (b) cooldowns after quota runs out, (c) time added by a failover,
 // (d) the circuit breaker, (e) cooldowns with the seed's set-up (a shared
-// quota and random failures), (f) chain length against mixed failures.
-var Tables = []string{"a", "b", "c", "d", "e", "f"}
+// quota and random failures), (f) chain length against mixed failures, and
+// the budget cut-off.
+var Tables = []string{"a", "b", "c", "d", "e", "f", TableBudget}
 
 // Options configure a simulation. Zero values take the defaults.
 type Options struct {
@@ -192,6 +193,12 @@ func Run(ctx context.Context, opts Options) error {
 		case "c":
 			var r latencyResult
 			r, err = runLatency(ctx, opts)
+			if err == nil {
+				r.write(out)
+			}
+		case TableBudget:
+			var r budgetResult
+			r, err = runBudget(ctx, opts)
 			if err == nil {
 				r.write(out)
 			}

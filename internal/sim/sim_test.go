@@ -261,3 +261,32 @@ func TestShortDuration(t *testing.T) {
 		}
 	}
 }
+
+// The primary's daily budget runs out at noon: from 12:00 the backup
+// answers every request, nothing fails, the spend ends at most one answer
+// over the limit, and at midnight the primary answers again.
+func TestBudgetCutOffAtNoon(t *testing.T) {
+	t.Parallel()
+	r, err := runBudget(context.Background(), small())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.hours) != 26 {
+		t.Fatalf("%d hours; want 26", len(r.hours))
+	}
+	for _, h := range r.hours {
+		wantPrimary := h.hour < 12 || h.hour >= 24
+		if h.failed != 0 || (wantPrimary && (h.primary != 60 || h.backup != 0)) || (!wantPrimary && (h.primary != 0 || h.backup != 60)) {
+			t.Errorf("hour %d: primary %d, backup %d, failed %d", h.hour, h.primary, h.backup, h.failed)
+		}
+	}
+	if r.firstSkip != "12:00" {
+		t.Errorf("first backup answer at %s; want 12:00", r.firstSkip)
+	}
+	if spent := r.hours[23].spent; spent < r.limit || spent > r.limit+r.answerUSD {
+		t.Errorf("spent %g of %g: want at most one answer (%g) over", spent, r.limit, r.answerUSD)
+	}
+	if r.hours[24].spent >= r.hours[23].spent {
+		t.Error("the budget did not reset at midnight")
+	}
+}
