@@ -139,6 +139,11 @@ type Upstream struct {
 	// or limits; its Timeouts are the policy-wide ones.
 	Static bool
 	Text   string
+	// ContextWindow is context_window (0: unknown); Capabilities is what
+	// capabilities claims, with KnowsCapabilities false when it is absent.
+	ContextWindow     int
+	Capabilities      Capabilities
+	KnowsCapabilities bool
 }
 
 // MapModel returns the model to send for a requested model; ok is false when
@@ -168,6 +173,8 @@ type Route struct {
 	// Tiers are the chains per request tier; nil when the route has a
 	// plain chain.
 	Tiers map[string][]*Upstream
+	// Select is how the first upstream of the chain is chosen (select.go).
+	Select Selection
 }
 
 // ChainFor returns the chain for a request of the given tier: the tier's
