@@ -108,8 +108,19 @@ type Runner struct {
 	// a request not yet answered a 503; both are logged with outcome
 	// drained. detour serve ends it when its drain timeout runs out.
 	Drain context.Context
+	// Price, when set, is the cost term of a scored selection: u's price
+	// for model, in USD per 1M tokens. Nil: every price is 0, and only
+	// latency and errors decide.
+	Price func(u *policy.Upstream, model string) float64
+	// Rand, when set, draws a weighted selection's uniform 64-bit numbers
+	// (a seeded generator makes a canary's split reproducible); default
+	// math/rand/v2.
+	Rand func() uint64
 
 	cacheState
+	// windows are the upstreams' recent windows that scored selections
+	// judge them by (select.go).
+	windows health.Windows
 	// drain holds what the drain ends (drain.go).
 	drain drainList
 	// budget counts the request body bytes held by requests in flight
@@ -337,6 +348,8 @@ type session struct {
 	// cacheKey is its key.
 	cacheable bool
 	cacheKey  cacheKey
+	// sel is the selection of the chain's order (select.go).
+	sel selectState
 }
 
 // failure is one failed attempt, kept to build the app's answer when the
@@ -371,6 +384,10 @@ func (s *session) run() {
 	chain := s.route.Chain
 	if s.route.Tiers != nil {
 		chain = s.route.ChainFor(s.pickTier())
+	}
+	chain, ok := s.selectChain(chain)
+	if !ok {
+		return
 	}
 	var done bool
 	if s.pol.HedgeAfter > 0 && len(chain) > 1 {

@@ -131,6 +131,9 @@ type Record struct {
 	Usage      rewrite.Usage
 	Cache      string
 	Prompt     string
+	// Selection is how the chain's order was chosen (routes[].select and
+	// the pre-filters); nil for a chain walked as written.
+	Selection *SelectionRecord
 
 	// idValue is the X-Detour-Request-Id header's value slice.
 	idValue [1]string
@@ -225,6 +228,9 @@ func (r *Record) Log(l zerolog.Logger) {
 		Str("cache", r.Cache)
 	if r.Prompt != "" {
 		ev = ev.Str("prompt", r.Prompt)
+	}
+	if r.Selection != nil {
+		ev = ev.Dict("selection", r.Selection.dict())
 	}
 	ev.Msg("request")
 }
