@@ -15,8 +15,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/detour-proxy/detour/internal/chain"
-	"github.com/detour-proxy/detour/internal/health"
 	fv "github.com/detour-proxy/detour/internal/fakevendor"
+	"github.com/detour-proxy/detour/internal/health"
 	"github.com/detour-proxy/detour/internal/testsupport"
 )
 
