@@ -38,7 +38,7 @@ const (
 // Tables lists the tables in print order: (a) chain success against
 // theory, (b) cooldowns after quota runs out, (c) time added by a failover,
 // (d) the circuit breaker.
-var Tables = []string{"a", "b", "c", "d"}
+var Tables = []string{"a", "b", "c", "d", "routing"}
 
 // Options configure a simulation. Zero values take the defaults.
 type Options struct {
@@ -62,6 +62,9 @@ type Options struct {
 	// BreakerRun is the virtual length of table (d)'s traffic, ten requests
 	// per virtual second. Default DefaultBreakerRun.
 	BreakerRun time.Duration
+	// RoutingRequests is the number of requests per row of the routing
+	// table (latency_routing.go). Default DefaultRoutingRequests.
+	RoutingRequests int
 	// Out receives the tables: markdown, byte-identical for one set of
 	// options (table (c) aside).
 	Out io.Writer
@@ -110,6 +113,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.BreakerRun <= 0 {
 		o.BreakerRun = DefaultBreakerRun
+	}
+	if o.RoutingRequests <= 0 {
+		o.RoutingRequests = DefaultRoutingRequests
 	}
 	if o.Out == nil {
 		o.Out = io.Discard
@@ -197,6 +203,12 @@ func Run(ctx context.Context, opts Options) error {
 		case "d":
 			var r breakerResult
 			r, err = runBreaker(ctx, opts)
+			if err == nil {
+				r.write(out)
+			}
+		case "routing":
+			var r routingResult
+			r, err = runRouting(ctx, opts)
 			if err == nil {
 				r.write(out)
 			}
