@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -321,7 +320,8 @@ func (r routingResult) write(w io.Writer) {
 		writeNotes(w, notes)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, strings.TrimSpace(`
-"primary first" is the share of requests whose first attempt went to the primary. scored tries each upstream for min_samples requests, then sends the first
-attempt to the lower p95; after the primary recovers it gets no traffic until its slow samples are older than the window's 5 minutes, then it is on trial again and wins.`))
+	fmt.Fprintln(w, "\"primary first\" is the share of requests whose first attempt went to the primary. "+
+		"scored tries each upstream for min_samples requests, then sends the first attempt to the lower score; an upstream that gets no traffic is tried again "+
+		"once its samples are older than the window's 5 minutes: that is how the recovered primary wins first place back, and what the backup's share before "+
+		"and the primary's share while degraded (min_samples trial requests every 5 minutes) cost.")
 }
