@@ -234,16 +234,17 @@ func TestScoredTrialLogsSamplesAndScores(t *testing.T) {
 	lines := logLines(t, logs)
 	var chosen []string
 	for _, l := range lines {
-		sel := l["selection"].(map[string]any)
-		chosen = append(chosen, sel["chosen"].(string))
+		sel, _ := l["selection"].(map[string]any)
+		c, _ := sel["chosen"].(string)
+		chosen = append(chosen, c)
 	}
 	if got := strings.Join(chosen, " "); !strings.HasPrefix(got, "a a b b ") {
 		t.Errorf("chosen %s; want a twice and b twice on trial first", got)
 	}
-	last := lines[len(lines)-1]["selection"].(map[string]any)
-	cands := last["candidates"].([]any)
+	last, _ := lines[len(lines)-1]["selection"].(map[string]any)
+	cands, _ := last["candidates"].([]any)
 	if len(cands) != 2 {
-		t.Fatalf("candidates %v", cands)
+		t.Fatalf("candidates %v; want 2", cands)
 	}
 	for _, c := range cands {
 		m := c.(map[string]any)
@@ -303,8 +304,12 @@ func TestPreFiltersSkipBeforeSending(t *testing.T) {
 			if rec.Attempts[0].Reason != tc.reason {
 				t.Errorf("skip reason %q; want %q", rec.Attempts[0].Reason, tc.reason)
 			}
-			sel := logLines(t, logs)[0]["selection"].(map[string]any)
-			c0 := sel["candidates"].([]any)[0].(map[string]any)
+			sel, _ := logLines(t, logs)[0]["selection"].(map[string]any)
+			cands, _ := sel["candidates"].([]any)
+			if len(cands) != 2 {
+				t.Fatalf("log selection %v; want two candidates", sel)
+			}
+			c0, _ := cands[0].(map[string]any)
 			if sel["strategy"] != "ordered" || sel["chosen"] != "big" || c0["skipped_reason"] != tc.reason {
 				t.Errorf("log selection %v", sel)
 			}
