@@ -56,7 +56,7 @@ func TestWeightedCanaryShare(t *testing.T) {
 	vs := newMemVendors("primary", "canary")
 	r := newMemVendorRunner(t, vs, selectPolicy([]string{memUpstream("primary", ""), memUpstream("canary", "")}, `["primary","canary"]`,
 		`{"strategy": "weighted", "weights": {"primary": 90, "canary": 10}}`), seeded(1))
-	const n = 2000
+	const n = 1000
 	for range n {
 		if resp := r.postAs(t, "sk-app", chatBody); resp.StatusCode != 200 {
 			t.Fatalf("status %d", resp.StatusCode)
@@ -103,7 +103,7 @@ func TestWeightedStickyKeepsAConversationOnOneUpstream(t *testing.T) {
 	vs := newMemVendors("primary", "canary")
 	r := newMemVendorRunner(t, vs, selectPolicy([]string{memUpstream("primary", ""), memUpstream("canary", "")}, `["primary","canary"]`,
 		`{"strategy": "weighted", "weights": {"primary": 80, "canary": 20}, "sticky": true}`), nil)
-	const conversations = 1000
+	const conversations = 500
 	canary := 0
 	for c := range conversations {
 		first := fmt.Sprintf(`{"role":"system","content":"You help."},{"role":"user","content":"question %d"}`, c)
