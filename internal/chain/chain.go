@@ -194,6 +194,7 @@ func (r *Runner) finish(rec *Record) {
 	if r.OnRecord != nil {
 		r.OnRecord(rec)
 	}
+	releaseSelection(rec)
 }
 
 // unrouted passes on a request no route takes (or one that is not a POST).
@@ -348,8 +349,6 @@ type session struct {
 	// cacheKey is its key.
 	cacheable bool
 	cacheKey  cacheKey
-	// sel is the selection of the chain's order (select.go).
-	sel selectState
 }
 
 // failure is one failed attempt, kept to build the app's answer when the

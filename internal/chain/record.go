@@ -134,6 +134,8 @@ type Record struct {
 	// Selection is how the chain's order was chosen (routes[].select and
 	// the pre-filters); nil for a chain walked as written.
 	Selection *SelectionRecord
+	// selState holds Selection's memory until the line is written.
+	selState *selectState
 
 	// idValue is the X-Detour-Request-Id header's value slice.
 	idValue [1]string

@@ -14,6 +14,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -30,12 +31,29 @@ import (
 const selectInline = 8
 
 // selectState is one request's selection: the chain in the order chosen,
-// the candidates' record, and the log line's summary of both.
+// the candidates' record, and the log line's summary of both. It comes from
+// selectPool, so that a route that selects allocates nothing for it per
+// request, and a route that does not carries none of its near-kilobyte; the
+// record gives it back once its log line is written (releaseSelection).
 type selectState struct {
 	order [selectInline]*policy.Upstream
 	elig  [selectInline]int
 	cands [selectInline]SelectionCandidate
 	rec   SelectionRecord
+}
+
+var selectPool = sync.Pool{New: func() any { return new(selectState) }}
+
+// releaseSelection gives rec's selection state back to the pool, once the
+// log line and OnRecord are done with it (OnRecord must not keep the
+// record): rec.Selection is cleared, so that nothing points into it.
+func releaseSelection(rec *Record) {
+	if rec.selState == nil {
+		return
+	}
+	rec.Selection = nil
+	selectPool.Put(rec.selState)
+	rec.selState = nil
 }
 
 // SelectionRecord is the log line's selection: the strategy, every upstream
@@ -138,7 +156,8 @@ func (s *session) selectChain(chain []*policy.Upstream) (out []*policy.Upstream,
 	if sel.Ordered() && !filtering {
 		return chain, true
 	}
-	st := &s.sel
+	st := selectPool.Get().(*selectState)
+	s.rec.selState = st
 	n := len(chain)
 	cands, elig, order := st.cands[:0], st.elig[:0], st.order[:0]
 	if n > selectInline {
