@@ -55,6 +55,7 @@ func TestE2EWeightedCanaryWithOpenAISDK(t *testing.T) {
 		}
 	}
 	got := canary.Calls()
+	t.Logf("the canary answered %d of %d requests", got, n)
 	sigma := math.Sqrt(n * 0.1 * 0.9)
 	if z := (float64(got) - n*0.1) / sigma; math.Abs(z) > 4 {
 		t.Errorf("canary answered %d of %d; want 10 %% within four standard errors (z = %.2f)", got, n, z)
