@@ -280,6 +280,7 @@ func (k *compiler) top(f *File) {
 			c.Upstreams[name] = u
 		}
 	}
+	k.upstreamFilters(f.Upstreams)
 	if len(f.Routes) == 0 {
 		k.errorf("routes", "at least one route is required")
 	}
@@ -580,6 +581,7 @@ func (k *compiler) route(i int, rf RouteFile, names map[string]int, ups map[stri
 			ok = false
 		}
 	}
+	ok = k.selection(p+".select", rf.Select, rf, r) && ok
 	if ok {
 		k.c.Routes = append(k.c.Routes, r)
 		k.c.hosts[r.Host] = true

@@ -151,6 +151,11 @@ type Upstream struct {
 	// refuse low-priority ones (limits.shed_low_at × limits.concurrency,
 	// rounded up); 0: low requests are not shed early.
 	ShedLowAt int
+	// ContextWindow is context_window (0: unknown); Capabilities is what
+	// capabilities claims, with KnowsCapabilities false when it is absent.
+	ContextWindow     int
+	Capabilities      Capabilities
+	KnowsCapabilities bool
 }
 
 // MapModel returns the model to send for a requested model; ok is false when
@@ -180,6 +185,8 @@ type Route struct {
 	// Tiers are the chains per request tier; nil when the route has a
 	// plain chain.
 	Tiers map[string][]*Upstream
+	// Select is how the first upstream of the chain is chosen (select.go).
+	Select Selection
 }
 
 // ChainFor returns the chain for a request of the given tier: the tier's

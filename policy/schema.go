@@ -195,6 +195,16 @@ type UpstreamFile struct {
 	// credential of the policy's, so that a dead upstream's breaker opens
 	// before an app's request meets it (probe.go). Absent: no probes.
 	Probe *ProbeFile `json:"probe,omitempty"`
+	// ContextWindow is the most tokens (input plus max_tokens) the
+	// upstream's model takes. A request estimated not to fit skips the
+	// upstream (class context_too_long) before anything is sent. 0 or
+	// absent: unknown, never skipped for it. See select.go.
+	ContextWindow int `json:"context_window,omitempty"`
+	// Capabilities lists what the upstream supports of "tools", "vision"
+	// and "json"; a request that needs one it lacks skips it before
+	// anything is sent. Absent: no claim, never skipped for it ([] claims
+	// none of them).
+	Capabilities []string `json:"capabilities,omitempty"`
 }
 
 // LimitsFile caps the requests detour sends to one upstream. A request over
@@ -273,6 +283,10 @@ type RouteFile struct {
 	// required: its chain also serves every request whose tier the route
 	// lacks. A route has exactly one of Chain and Tiers.
 	Tiers map[string][]string `json:"tiers,omitempty"`
+	// Select chooses which upstream of the chain goes first (SelectFile);
+	// the others keep their chain order as the failover order. Absent:
+	// ordered, the chain as written.
+	Select *SelectFile `json:"select,omitempty"`
 }
 
 // MatchFile selects requests by host and path.

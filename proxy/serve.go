@@ -65,6 +65,10 @@ type Options struct {
 	// Now): `detour demo` runs on a virtual clock so that a seed always
 	// gives the same run. Nil is the real clock.
 	Now func() time.Time
+	// Rand, when set, draws weighted selections (chain.Runner's Rand): a
+	// seeded generator makes a canary's split reproducible. Nil is
+	// math/rand/v2.
+	Rand func() uint64
 }
 
 // CompilePolicy compiles a policy file with the process's environment.
@@ -172,6 +176,7 @@ func Serve(ctx context.Context, opts Options) error {
 		Log:        logger,
 		OnRecord:   onRecord,
 		Now:        opts.Now,
+		Rand:       opts.Rand,
 		Drain:      drainCtx,
 	}
 	if metrics != nil {

@@ -120,6 +120,8 @@ type attempt struct {
 	// bounds); sent is the same on the wall clock (the record's durations).
 	start time.Time
 	sent  time.Time
+	// doneAt is when the record was finished, on the Runner's clock.
+	doneAt time.Time
 	// commitBy is when a stream must have reached its commit point (zero:
 	// not a stream); committed is set at the commit point.
 	commitBy  time.Time
@@ -166,6 +168,7 @@ type turn struct {
 func (a *attempt) finish(outcome, class, reason string, status int) {
 	a.ar.Outcome, a.ar.Class, a.ar.Reason, a.ar.Status = outcome, class, reason, status
 	a.ar.Duration = time.Since(a.sent)
+	a.doneAt = a.s.r.now()
 	a.record()
 }
 
@@ -227,6 +230,7 @@ func (a *attempt) run() step {
 	// In flight for /status until the attempt is over, a stream's last
 	// event included.
 	s.r.Health.Begin(u.Name)
+	s.r.windows.Begin(u.Name)
 	defer a.end()
 
 	ctx, cancel := context.WithCancel(a.ln.ctx)
@@ -545,6 +549,9 @@ func (a *attempt) end() {
 	}
 	now := s.r.now()
 	s.r.Health.End(a.u.Name, res, latency, now)
+	// The selection's window times the attempt on the Runner's clock, so
+	// that a virtual clock (the simulation, tests) gives it exact latencies.
+	s.r.windows.Record(a.u.Name, res, a.doneAt.Sub(a.start), now)
 	a.gate.ticket.Done(breakerResult(ar, recorded), now)
 	if a.gate.release != nil {
 		a.gate.release()

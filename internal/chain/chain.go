@@ -108,8 +108,19 @@ type Runner struct {
 	// a request not yet answered a 503; both are logged with outcome
 	// drained. detour serve ends it when its drain timeout runs out.
 	Drain context.Context
+	// Price, when set, is the cost term of a scored selection: u's price
+	// for model, in USD per 1M tokens. Nil: the upstream's own prices,
+	// blended 3:1 input to output (0 for an upstream without prices).
+	Price func(u *policy.Upstream, model string) float64
+	// Rand, when set, draws a weighted selection's uniform 64-bit numbers
+	// (a seeded generator makes a canary's split reproducible); default
+	// math/rand/v2.
+	Rand func() uint64
 
 	cacheState
+	// windows are the upstreams' recent windows that scored selections
+	// judge them by (select.go).
+	windows health.Windows
 	// drain holds what the drain ends (drain.go).
 	drain drainList
 	// budget counts the request body bytes held by requests in flight
@@ -183,6 +194,7 @@ func (r *Runner) finish(rec *Record) {
 	if r.OnRecord != nil {
 		r.OnRecord(rec)
 	}
+	releaseSelection(rec)
 }
 
 // unrouted passes on a request no route takes (or one that is not a POST).
@@ -380,6 +392,10 @@ func (s *session) run() {
 		chain = s.route.ChainFor(s.pickTier())
 	}
 	s.pickPriority()
+	chain, ok := s.selectChain(chain)
+	if !ok {
+		return
+	}
 	var done bool
 	if s.hedge > 0 && len(chain) > 1 {
 		done = s.runHedged(chain)

@@ -131,6 +131,11 @@ type Record struct {
 	Usage      rewrite.Usage
 	Cache      string
 	Prompt     string
+	// Selection is how the chain's order was chosen (routes[].select and
+	// the pre-filters); nil for a chain walked as written.
+	Selection *SelectionRecord
+	// selState holds Selection's memory until the line is written.
+	selState *selectState
 
 	// CachedInput is the part of Usage.Input the vendor reports as read
 	// from its prompt cache (rewrite.ExtractCachedInput).
@@ -236,6 +241,9 @@ func (r *Record) Log(l zerolog.Logger) {
 		Str("priority", r.Priority)
 	if r.Prompt != "" {
 		ev = ev.Str("prompt", r.Prompt)
+	}
+	if r.Selection != nil {
+		ev = ev.Dict("selection", r.Selection.dict())
 	}
 	ev.Msg("request")
 }

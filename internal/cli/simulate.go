@@ -13,11 +13,11 @@ import (
 // the real chain runner, printed as markdown tables (stdout) with timings on
 // stderr.
 func Simulate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("simulate", "detour simulate [--seed N] [--requests N] [--latency-requests N] [--only a,b,c,d,e,f]", stderr)
+	fs := newFlags("simulate", "detour simulate [--seed N] [--requests N] [--latency-requests N] [--only a,b,c,d,e,f,budget,routing]", stderr)
 	seed := fs.Int64("seed", sim.DefaultSeed, "seed of the injected faults and of the invalid requests")
 	requests := fs.Int("requests", sim.DefaultRequests, "requests per row of table (a)")
 	latency := fs.Int("latency-requests", sim.DefaultLatencyRequests, "timed requests per chain of table (c)")
-	only := fs.String("only", strings.Join(sim.Tables, ","), "the tables to print: (a) chain success, (b) quota cooldowns, (c) failover latency, (d) breaker, (e) cooldowns with a shared quota and random failures, (f) chain length against mixed failures")
+	only := fs.String("only", strings.Join(sim.Tables, ","), "the tables to print: (a) chain success, (b) quota cooldowns, (c) failover latency, (d) breaker, (routing) latency-aware routing, (e) cooldowns with a shared quota and random failures, (f) chain length against mixed failures")
 	quotaRun := fs.Duration("quota-run", sim.DefaultQuotaRun, "virtual length of table (b)'s traffic")
 	quotaAt := fs.Int("quota-at", sim.DefaultQuotaAt, "table (b): the primary's call that first finds its quota gone")
 	breakerRun := fs.Duration("breaker-run", sim.DefaultBreakerRun, "virtual length of table (d)'s traffic")

@@ -60,6 +60,12 @@ type Harness struct {
 // started with (a listener handed over, as `detour run` does).
 func Start(tb testing.TB, policyJSON string, with ...func(*proxy.Options)) *Harness {
 	tb.Helper()
+	return StartWith(tb, policyJSON, Options{With: with})
+}
+
+// StartWith is Start with the runner's clock and random source set.
+func StartWith(tb testing.TB, policyJSON string, opts Options) *Harness {
+	tb.Helper()
 	dir := tb.TempDir()
 	h := &Harness{Dir: dir, PolicyPath: filepath.Join(dir, "policy.json"), log: &SyncBuffer{}, notify: make(chan struct{}, 1)}
 	h.WritePolicy(tb, policyJSON)
@@ -75,18 +81,20 @@ func Start(tb testing.TB, policyJSON string, with ...func(*proxy.Options)) *Harn
 	ready := make(chan *mitm.CA, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	opts := proxy.Options{
+	po := proxy.Options{
 		PolicyPath:    h.PolicyPath,
 		Stderr:        h.log,
 		Listener:      ln,
 		AdminListener: adminLn,
 		Ready:         func(_ net.Addr, ca *mitm.CA) { ready <- ca },
 		OnRecord:      h.record,
+		Now:           opts.Now,
+		Rand:          opts.Rand,
 	}
-	for _, w := range with {
-		w(&opts)
+	for _, w := range opts.With {
+		w(&po)
 	}
-	go func() { done <- proxy.Serve(ctx, opts) }()
+	go func() { done <- proxy.Serve(ctx, po) }()
 	select {
 	case ca := <-ready:
 		h.CA = ca
@@ -253,9 +261,21 @@ func NewVendor(tb testing.TB, shape rewrite.Shape, name string) *Vendor {
 // ids, strict validation); opts.Name names it.
 func NewVendorWith(tb testing.TB, shape rewrite.Shape, opts fakevendor.Options) *Vendor {
 	tb.Helper()
+	return NewVendorAround(tb, shape, opts, nil)
+}
+
+// NewVendorAround is NewVendorWith with the fake's handler wrapped by wrap
+// (nil: none), e.g. to move a virtual clock on every request the fake
+// serves, as an upstream's latency.
+func NewVendorAround(tb testing.TB, shape rewrite.Shape, opts fakevendor.Options, wrap func(http.Handler) http.Handler) *Vendor {
+	tb.Helper()
 	name := opts.Name
 	fv := fakevendor.New(shape, opts)
-	srv := httptest.NewUnstartedServer(fv)
+	var h http.Handler = fv
+	if wrap != nil {
+		h = wrap(fv)
+	}
+	srv := httptest.NewUnstartedServer(h)
 	srv.EnableHTTP2 = true
 	srv.StartTLS()
 	tb.Cleanup(srv.Close)

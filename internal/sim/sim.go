@@ -37,10 +37,10 @@ const (
 
 // Tables lists the tables in print order: (a) chain success against
 // theory, (b) cooldowns after quota runs out, (c) time added by a failover,
-// (d) the circuit breaker, (e) cooldowns with the seed's set-up (a shared
-// quota and random failures), (f) chain length against mixed failures, and
-// the budget cut-off.
-var Tables = []string{"a", "b", "c", "d", "e", "f", TableBudget}
+// (d) the circuit breaker, (routing) latency-aware routing, (e) cooldowns
+// with the seed's set-up (a shared quota and random failures), (f) chain
+// length against mixed failures, and the budget cut-off.
+var Tables = []string{"a", "b", "c", "d", "routing", "e", "f", TableBudget}
 
 // Options configure a simulation. Zero values take the defaults.
 type Options struct {
@@ -64,6 +64,9 @@ type Options struct {
 	// BreakerRun is the virtual length of table (d)'s traffic, ten requests
 	// per virtual second. Default DefaultBreakerRun.
 	BreakerRun time.Duration
+	// RoutingRequests is the number of requests per row of the routing
+	// table (latency_routing.go). Default DefaultRoutingRequests.
+	RoutingRequests int
 	// Out receives the tables: markdown, byte-identical for one set of
 	// options (table (c) aside).
 	Out io.Writer
@@ -112,6 +115,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.BreakerRun <= 0 {
 		o.BreakerRun = DefaultBreakerRun
+	}
+	if o.RoutingRequests <= 0 {
+		o.RoutingRequests = DefaultRoutingRequests
 	}
 	if o.Out == nil {
 		o.Out = io.Discard
@@ -217,6 +223,12 @@ func Run(ctx context.Context, opts Options) error {
 		case "f":
 			var r lengthResult
 			r, err = runChainLength(ctx, opts)
+			if err == nil {
+				r.write(out)
+			}
+		case "routing":
+			var r routingResult
+			r, err = runRouting(ctx, opts)
 			if err == nil {
 				r.write(out)
 			}
