@@ -110,7 +110,10 @@ func Serve(ctx context.Context, opts Options) error {
 		return err
 	}
 	logger := NewLogger(opts.Stderr, pol.LogLevel)
-	for _, w := range pol.Warnings() {
+	for _, w := range pol.ListenWarnings() {
+		logger.Warn().Str("component", "listen").Msg(w)
+	}
+	for _, w := range pol.UpstreamWarnings() {
 		logger.Warn().Str("component", "policy").Msg(w)
 	}
 
