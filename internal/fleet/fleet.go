@@ -484,8 +484,14 @@ func (s *Store) ProbeDone(name string, period time.Time, res health.BreakerResul
 	case health.BreakerSuccess:
 		s.async(func(ctx context.Context) error {
 			b, _ := json.Marshal(event{Type: "close", Member: s.opts.Member, Name: name, Until: period.UnixMilli()})
-			return probeSuccessScript.Run(ctx, s.rdb, []string{s.periodKey("probeok", name, period), s.key("brk", name)},
-				k, probeTTL.Milliseconds(), b, s.events).Err()
+			n, err := probeSuccessScript.Run(ctx, s.rdb, []string{s.periodKey("probeok", name, period), s.key("brk", name)},
+				k, probeTTL.Milliseconds(), b, s.events).Int()
+			if err == nil && n == k {
+				// The close is published to the others; this member
+				// ignores its own events, so it closes here.
+				s.reg.ApplyBreakerClosed(name, period, s.opts.Now())
+			}
+			return err
 		})
 	}
 	// A failed probe opens the breaker again here, which BreakerOpened
