@@ -98,6 +98,7 @@ func NewMetrics(store *policy.Store, h *health.Registry) *Metrics {
 		m.requests, m.attempts, m.failovers, m.latency, m.overhead, m.cache, m.tokens,
 		&stateCollector{store: store, health: h, now: time.Now},
 	)
+	m.reg.MustRegister(stateMetrics(h)...)
 	return m
 }
 
