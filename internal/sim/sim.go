@@ -68,6 +68,9 @@ type Options struct {
 	// Progress receives timings, which vary from run to run. Default:
 	// discarded.
 	Progress io.Writer
+	// RedisURL is the Redis table (f) shares state through (fleet.go);
+	// without one its redis column is not run.
+	RedisURL string
 }
 
 // Command is the command line that reproduces a run with these options,
@@ -138,7 +141,7 @@ func ParseOnly(s string) ([]string, error) {
 		want[f] = true
 	}
 	var out []string
-	for _, t := range Tables {
+	for _, t := range append(Tables, FleetTable) {
 		if want[t] {
 			out = append(out, t)
 		}
@@ -147,6 +150,9 @@ func ParseOnly(s string) ([]string, error) {
 }
 
 func isTable(s string) bool {
+	if s == FleetTable {
+		return true
+	}
 	for _, t := range Tables {
 		if s == t {
 			return true
@@ -198,6 +204,11 @@ func Run(ctx context.Context, opts Options) error {
 			var r breakerResult
 			r, err = runBreaker(ctx, opts)
 			if err == nil {
+				r.write(out)
+			}
+		case FleetTable:
+			var r fleetResult
+			if r, err = runFleet(ctx, opts); err == nil {
 				r.write(out)
 			}
 		}
