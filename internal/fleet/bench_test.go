@@ -14,7 +14,7 @@ import (
 // BenchmarkStateBackend measures what the redis backend adds to a request
 // to a healthy chain, against the memory backend in the same run: three
 // detours on one fake vendor (memory; redis; redis with limits.rpm, which
-// takes its tokens from the fleet in leases of 100), requests interleaved so that they
+// takes its tokens from the fleet in leases of 1,000), requests interleaved so that they
 // share the machine's noise. It reports each one's p50 and p99 in µs and
 // the Redis commands per request (the members' once-a-second background
 // check, EXISTS, left out).
@@ -33,7 +33,7 @@ func BenchmarkStateBackend(b *testing.B) {
 	hs := map[string]*detourtest.Harness{
 		"memory":    detourtest.Start(b, `{"upstreams": {`+up("")+`}, `+route+`}`),
 		"redis":     detourtest.Start(b, `{`+state("bench-a:")+`"upstreams": {`+up("")+`}, `+route+`}`),
-		"redis+rpm": detourtest.Start(b, `{`+state("bench-b:")+`"upstreams": {`+up(`, "limits": {"rpm": 60000}`)+`}, `+route+`}`),
+		"redis+rpm": detourtest.Start(b, `{`+state("bench-b:")+`"upstreams": {`+up(`, "limits": {"rpm": 600000}`)+`}, `+route+`}`),
 	}
 	fns := map[string]func() error{}
 	for name, h := range hs {
