@@ -65,6 +65,11 @@ const (
 	leaseFor = time.Second
 	// queueSize bounds the notifications waiting to be written.
 	queueSize = 4096
+	// resyncEvery is how many checks apart a member reads the fleet's
+	// state again even when nothing seemed to happen: an event published
+	// while the subscription was being re-established after a reconnect is
+	// not lost for longer than that.
+	resyncEvery = 10
 )
 
 // Options configure a Store.
@@ -111,6 +116,11 @@ type Store struct {
 	counters  map[string]*counter
 
 	slotSeq atomic.Uint64
+
+	// subscribed is closed once the subscription to the events channel
+	// is in place: the first resync waits for it, so that no event falls
+	// between the state it reads and the events it then receives.
+	subscribed chan struct{}
 }
 
 // counter is one shared counter as this member sees it.
@@ -183,8 +193,9 @@ func Start(opts Options) (*Store, error) {
 	s := &Store{
 		opts: opts, rdb: redis.NewClient(ro), reg: opts.Registry,
 		prefix: prefix, events: prefix + "events",
-		queue:    make(chan func(context.Context) error, queueSize),
-		counters: map[string]*counter{},
+		queue:      make(chan func(context.Context) error, queueSize),
+		counters:   map[string]*counter{},
+		subscribed: make(chan struct{}),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	opts.Registry.SetFleet(s)
@@ -275,9 +286,14 @@ func (s *Store) markDown(err error) {
 func (s *Store) monitor() {
 	defer s.wg.Done()
 	marker := s.prefix + "marker"
+	select {
+	case <-s.subscribed:
+	case <-s.ctx.Done():
+		return
+	}
 	t := time.NewTicker(s.opts.CheckInterval)
 	defer t.Stop()
-	for {
+	for checks := 1; ; checks++ {
 		ctx, cancel := context.WithTimeout(s.ctx, s.opts.Redis.Timeout)
 		n, err := s.rdb.Exists(ctx, marker).Result()
 		cancel()
@@ -286,7 +302,7 @@ func (s *Store) monitor() {
 			return
 		case err != nil:
 			s.markDown(err)
-		case !s.up.Load() || n == 0:
+		case !s.up.Load() || n == 0 || checks%resyncEvery == 0:
 			if err := s.resync(marker); err != nil {
 				s.markDown(err)
 			}
@@ -355,6 +371,19 @@ func (s *Store) subscriber() {
 	defer s.wg.Done()
 	ps := s.rdb.Subscribe(s.ctx, s.events)
 	defer ps.Close()
+	// Wait for the subscription to be confirmed (Redis may be down at
+	// start: try again every CheckInterval, the store staying down).
+	for {
+		if _, err := ps.Receive(s.ctx); err == nil {
+			break
+		}
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-time.After(s.opts.CheckInterval):
+		}
+	}
+	close(s.subscribed)
 	ch := ps.Channel(redis.WithChannelHealthCheckInterval(0))
 	for {
 		select {
@@ -618,7 +647,9 @@ func (s *Store) flush() {
 		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, k := range keys {
 				if deltas[i] != 0 {
-					cmds[i] = counterScript.Run(ctx, p, []string{s.prefix + "ctr:" + k}, deltas[i], max(ttls[i], time.Second).Milliseconds())
+					// Eval, not Run: in a pipeline a NOSCRIPT answer to
+					// EVALSHA comes back too late to fall back on.
+					cmds[i] = counterScript.Eval(ctx, p, []string{s.prefix + "ctr:" + k}, deltas[i], max(ttls[i], time.Second).Milliseconds())
 				} else {
 					cmds[i] = p.Get(ctx, s.prefix+"ctr:"+k)
 				}

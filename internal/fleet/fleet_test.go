@@ -4,7 +4,6 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -131,12 +130,11 @@ func TestBreakerTripOpensEveryMember(t *testing.T) {
 	clk.Advance(time.Minute)
 	var tickets []health.Ticket
 	var owners []int
-	for round := range 4 {
+	for range 4 { // more asks than probes, from every member
 		for i, m := range ms {
 			if tk, ok, _ := m.reg.BreakerAllow("primary", testBreaker, clk.Now()); ok {
 				tickets, owners = append(tickets, tk), append(owners, i)
 			}
-			_ = round
 		}
 	}
 	if len(tickets) != testBreaker.HalfOpenProbes {
@@ -234,7 +232,6 @@ func TestHealthyPathMakesNoCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
 	for range 1000 {
 		if _, ok := m.reg.CoolingDown("primary", clk.Now()); ok {
 			t.Fatal("cooling down")
@@ -252,7 +249,6 @@ func TestHealthyPathMakesNoCommands(t *testing.T) {
 		release()
 		tk.Done(health.BreakerSuccess, clk.Now())
 	}
-	wg.Wait()
 	after, err := r.Commands()
 	if err != nil {
 		t.Fatal(err)
@@ -267,3 +263,37 @@ func TestHealthyPathMakesNoCommands(t *testing.T) {
 }
 
 func logger(w io.Writer) zerolog.Logger { return zerolog.New(w) }
+
+// TestFleetConcurrencyAndCounters: limits.fleet_concurrency counts the
+// fleet's in-flight attempts, and a shared counter adds up every member's
+// adds.
+func TestFleetConcurrencyAndCounters(t *testing.T) {
+	t.Parallel()
+	r := testsupport.StartRedis(t)
+	clk := newClock()
+	ms := startFleet(t, r, 3, clk.Now, time.Second)
+	l := health.Limits{FleetConcurrency: 2}
+	rel0, ok0, _ := ms[0].reg.Acquire("primary", l, clk.Now())
+	_, ok1, _ := ms[1].reg.Acquire("primary", l, clk.Now())
+	_, ok2, why := ms[2].reg.Acquire("primary", l, clk.Now())
+	if !ok0 || !ok1 || ok2 {
+		t.Fatalf("three members acquiring under fleet_concurrency 2: %v %v %v; want the third refused", ok0, ok1, ok2)
+	}
+	if want := "limit: 2 in flight across the fleet (fleet_concurrency)"; why != want {
+		t.Errorf("refusal %q; want %q", why, want)
+	}
+	rel0()
+	rel0() // idempotent
+	testsupport.Eventually(t, 10*time.Second, "a released slot is free for another member", func() bool {
+		_, ok, _ := ms[2].reg.Acquire("primary", l, clk.Now())
+		return ok
+	})
+	for i, m := range ms {
+		m.reg.AddShared("spend:primary:2026-12-01", float64(i+1), time.Hour, clk.Now())
+	}
+	for i, m := range ms {
+		testsupport.Eventually(t, 10*time.Second, "member "+strconv.Itoa(i)+" sees the fleet's total", func() bool {
+			return m.reg.Shared("spend:primary:2026-12-01", clk.Now()) == 6
+		})
+	}
+}

@@ -129,7 +129,8 @@ func (r *Registry) Acquire(name string, l Limits, now time.Time) (release func()
 		release()
 		return noRelease, false, lm.refuseFleetConcurrency(l.FleetConcurrency)
 	}
-	return func() { release(); fr() }, true, ""
+	local := release // not the named result: the closure below becomes it
+	return func() { local(); fr() }, true, ""
 }
 
 // refuseFleetRPM counts and words a refusal by the fleet's bucket.
