@@ -80,7 +80,7 @@ func TestFleetQuotaCooldownSparesThePrimary(t *testing.T) {
 	for range 3 {
 		h := detourtest.Start(t, pol)
 		testsupport.Eventually(t, 10*time.Second, "the state backend is up", func() bool {
-			return strings.Contains(metrics(t, h), "detour_state_backend_up 1")
+			return strings.Contains(metrics(t, h), "\ndetour_state_backend_up 1\n")
 		})
 		hs = append(hs, h)
 	}
@@ -129,7 +129,7 @@ func TestFleetSurvivesRedis(t *testing.T) {
 	hs := []*detourtest.Harness{detourtest.Start(t, pol), detourtest.Start(t, pol)}
 	for _, h := range hs {
 		testsupport.Eventually(t, 10*time.Second, "the state backend is up", func() bool {
-			return strings.Contains(metrics(t, h), "detour_state_backend_up 1")
+			return strings.Contains(metrics(t, h), "\ndetour_state_backend_up 1\n")
 		})
 	}
 
@@ -185,7 +185,7 @@ func TestFleetSurvivesRedis(t *testing.T) {
 	r.Kill()
 	for _, h := range hs {
 		testsupport.Eventually(t, 10*time.Second, "the state backend is down", func() bool {
-			return strings.Contains(metrics(t, h), "detour_state_backend_up 0")
+			return strings.Contains(metrics(t, h), "\ndetour_state_backend_up 0\n")
 		})
 	}
 	mark := done.Load()
