@@ -137,10 +137,10 @@ func (t Ticket) Done(res BreakerResult, now time.Time) {
 		return
 	}
 	ev := t.b.done(t, res, now)
-	f := t.b.reg.fleet
-	if f == nil {
+	if t.b.reg == nil || t.b.reg.fleet == nil {
 		return
 	}
+	f := t.b.reg.fleet
 	if t.fleetProbe {
 		f.ProbeDone(t.b.name, t.period, res, t.k)
 	}

@@ -34,10 +34,12 @@ const FleetTable = "f"
 var fleetSizes = []int{1, 10, 50}
 
 // Traffic of table (f): each member sends fleetRequests requests, one per
-// fleetPace, starting at a seeded offset within the first fleetPace.
+// fleetPace, starting at a seeded offset within the first fleetSpread
+// (steady traffic: the members do not all start at one instant).
 const (
 	fleetRequests = 10
 	fleetPace     = 20 * time.Millisecond
+	fleetSpread   = 100 * time.Millisecond
 )
 
 type fleetRow struct {
@@ -109,7 +111,7 @@ func runFleetCell(ctx context.Context, opts Options, n int, redisURL string) (in
 	rng := newRand(opts.Seed, "f", n, redisURL != "")
 	offsets := make([]time.Duration, n)
 	for i := range offsets {
-		offsets[i] = time.Duration(rng.Int64N(int64(fleetPace)))
+		offsets[i] = time.Duration(rng.Int64N(int64(fleetSpread)))
 	}
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -133,10 +135,10 @@ func (r fleetResult) write(w io.Writer) {
 	fmt.Fprintln(w, "## (f) A fleet against a primary out of quota")
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "N detours (each its own runner and health registry, a goroutine each) send %d requests apiece, one every %s, "+
-		"starting at seeded offsets; the primary answers every call 429 `insufficient_quota`, the backup answers. "+
+		"starting at seeded offsets within the first %s; the primary answers every call 429 `insufficient_quota`, the backup answers. "+
 		"quota_exhausted cools down for 600s, so the whole run is one cooldown window. "+
 		"Wasted calls are the primary's calls (all answered 429). Real time: the redis column races the cooldown's propagation.\n\n",
-		fleetRequests, fleetPace)
+		fleetRequests, fleetPace, fleetSpread)
 	t := newTable("members", "requests", "wasted primary calls, memory", "wasted primary calls, redis")
 	for _, row := range r.rows {
 		shared := "not run (needs --redis)"
