@@ -373,9 +373,15 @@ func (s *Store) subscriber() {
 	defer ps.Close()
 	// Wait for the subscription to be confirmed (Redis may be down at
 	// start: try again every CheckInterval, the store staying down).
-	for {
-		if _, err := ps.Receive(s.ctx); err == nil {
+	for logged := false; ; {
+		_, err := ps.Receive(s.ctx)
+		if err == nil {
 			break
+		}
+		if !logged && s.ctx.Err() == nil {
+			logged = true
+			s.opts.Log.Warn().Str("component", "state").Str("backend", "redis").Err(err).
+				Msg("state backend unreachable at start: going on with this process's own state until it answers")
 		}
 		select {
 		case <-s.ctx.Done():

@@ -297,3 +297,28 @@ func TestFleetConcurrencyAndCounters(t *testing.T) {
 		})
 	}
 }
+
+// TestRedisDownAtStart: a member whose Redis is down when it starts serves
+// with local state, says so once, and joins the fleet when Redis comes.
+func TestRedisDownAtStart(t *testing.T) {
+	t.Parallel()
+	r := testsupport.StartRedis(t)
+	r.Kill()
+	clk := newClock()
+	reg, log := health.New(), &testsupport.SyncBuffer{}
+	s, err := Start(Options{Redis: policy.RedisPolicy{URL: r.URL(), KeyPrefix: "start:", Timeout: 200 * time.Millisecond},
+		Registry: reg, Now: clk.Now, Log: logger(log), CheckInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, ok, _ := reg.Acquire("primary", health.Limits{RPM: 60, Burst: 1}, clk.Now()); !ok {
+		t.Error("the local bucket refused the first request while Redis was down")
+	}
+	log.WaitFor(t, 10*time.Second, "state backend unreachable at start")
+	r.Restart()
+	testsupport.Eventually(t, 10*time.Second, "the store comes up", func() bool { return s.Status().Up })
+	if n := strings.Count(log.String(), "unreachable"); n != 1 {
+		t.Errorf("logged unreachable %d times; want once", n)
+	}
+}
