@@ -69,6 +69,7 @@ func (r *Redis) start() error {
 		"--save", "", "--appendonly", "no", "--dir", r.dir, "--daemonize", "no", "--loglevel", "warning")
 	var out SyncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = redisSysProcAttr()
 	if err := cmd.Start(); err != nil {
 		return err
 	}
