@@ -251,9 +251,7 @@ func (k *compiler) top(f *File) {
 	}
 	k.cache(f.Cache)
 	k.bounds(f)
-	if f.State != nil && f.State.Backend != "" && f.State.Backend != "memory" {
-		k.errorf("state.backend", "only \"memory\" is available (state is kept per detour process); got %q", f.State.Backend)
-	}
+	k.state(f.State)
 	// Before the routes: their tiers are checked against the undecided tier.
 	k.classifier(f.Classifier)
 	if f.Log != nil {
@@ -471,6 +469,7 @@ func (k *compiler) limits(p string, lf *LimitsFile) Limits {
 	} else {
 		l.Concurrency = lf.Concurrency
 	}
+	l.FleetConcurrency = k.fleetConcurrency(p, lf.FleetConcurrency)
 	return l
 }
 

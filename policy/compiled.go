@@ -108,6 +108,9 @@ type Limits struct {
 	Burst int
 	// Concurrency is the most attempts in flight at once.
 	Concurrency int
+	// FleetConcurrency is the most attempts in flight at once over the
+	// fleet sharing a redis state backend; 0: no fleet limit.
+	FleetConcurrency int
 }
 
 // Upstream is a compiled upstream. Immutable.
@@ -264,6 +267,8 @@ type Compiled struct {
 	Cache CachePolicy
 	// Admin is who may use the admin listener beyond its probes.
 	Admin AdminPolicy
+	// State is where health state lives; always filled (memory by default).
+	State StatePolicy
 	// Egress says where apps may have detour connect; always filled.
 	Egress EgressPolicy
 	// ListenPublic is listen_public: a non-loopback listen is meant.

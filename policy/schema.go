@@ -73,8 +73,8 @@ type File struct {
 	// Cache keeps answers to serve when every upstream fails. Absent: no
 	// cache; present (even {}): on, with every field's default.
 	Cache *CacheFile `json:"cache,omitempty"`
-	// State says where cooldowns, breakers and limits live. Default
-	// memory (per detour process); a shared backend is planned.
+	// State says where cooldowns, breakers and limits live (see
+	// StateFile). Default memory (per detour process).
 	State *StateFile `json:"state,omitempty"`
 	// Limits bound what the whole detour process holds at once. Absent:
 	// every field's default. (Per-upstream limits are
@@ -112,11 +112,38 @@ type ProcessLimitsFile struct {
 	BufferedBytes int64 `json:"buffered_bytes,omitempty"`
 }
 
-// StateFile chooses the health state backend.
+// StateFile chooses the health state backend. detour connects to it when
+// it starts: a reload that changes this section is compiled and checked
+// but takes effect at the next start.
 type StateFile struct {
-	// Backend is "memory", the only one so far: state is per process and
-	// survives policy reloads, not restarts. Default memory.
+	// Backend is "memory" (state is per process and survives policy
+	// reloads, not restarts) or "redis" (cooldowns, breakers, limits.rpm
+	// and limits.fleet_concurrency are shared by every detour that names
+	// the same Redis and key_prefix; each process still answers from its
+	// own copy). Default memory.
 	Backend string `json:"backend,omitempty"`
+	// Redis is the shared store of backend "redis"; required with it and
+	// refused without it.
+	Redis *RedisFile `json:"redis,omitempty"`
+}
+
+// RedisFile is where the fleet's shared state lives.
+type RedisFile struct {
+	// URL is redis://[user@]host:port[/db] or rediss:// (TLS). A password
+	// in the URL is refused: use password_file. Required.
+	URL string `json:"url"`
+	// PasswordFile names a file holding the Redis password (surrounding
+	// whitespace trimmed), read at every policy load. Relative paths are
+	// resolved against the policy file's directory. Default none: no AUTH.
+	PasswordFile string `json:"password_file,omitempty"`
+	// KeyPrefix starts every key detour writes, so that fleets (or
+	// environments) sharing one Redis keep apart. Default
+	// DefaultRedisKeyPrefix.
+	KeyPrefix string `json:"key_prefix,omitempty"`
+	// Timeout bounds every Redis command; a slower answer counts as Redis
+	// being down and the request goes on with local state. Default
+	// DefaultRedisTimeout; at most MaxRedisTimeout.
+	Timeout Duration `json:"timeout,omitempty"`
 }
 
 // CAFile names the CA certificate and key. Relative paths are resolved
@@ -230,6 +257,10 @@ type LimitsFile struct {
 	// in (0, 1]; needs concurrency. Default 0: low requests wait for the
 	// same concurrency as every other.
 	ShedLowAt float64 `json:"shed_low_at,omitempty"`
+	// FleetConcurrency is the most requests in flight to this upstream at
+	// once over every detour sharing state.backend "redis" (concurrency
+	// stays per process). Needs backend redis. Default 0: no fleet limit.
+	FleetConcurrency int `json:"fleet_concurrency,omitempty"`
 }
 
 // AuthFile is an upstream's credential source; exactly one field is set.

@@ -157,6 +157,17 @@ func Serve(ctx context.Context, opts Options) error {
 	}
 
 	hr := health.New()
+	stopState, err := startState(pol, hr, logger, opts.Now)
+	if err != nil {
+		if opts.Listener == nil {
+			ln.Close()
+		}
+		if adminLn != nil && opts.AdminListener == nil {
+			adminLn.Close()
+		}
+		return err
+	}
+	defer stopState()
 	onRecord := opts.OnRecord
 	var metrics *admin.Metrics
 	if adminLn != nil {

@@ -109,6 +109,7 @@ func NewMetrics(store *policy.Store, h *health.Registry) *Metrics {
 		&stateCollector{store: store, health: h, now: time.Now},
 		&budgetCollector{store: store, health: h, now: time.Now},
 	)
+	m.reg.MustRegister(stateMetrics(h)...)
 	return m
 }
 

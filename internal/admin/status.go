@@ -113,6 +113,9 @@ type BreakerJSON struct {
 	Probes int `json:"probes,omitempty"`
 	// Opens counts the times it opened since start.
 	Opens uint64 `json:"opens"`
+	// Source is, when not closed (or closed by the fleet's probes),
+	// "local" or "fleet": who set State.
+	Source string `json:"source,omitempty"`
 }
 
 // LimitsJSON is one upstream's client-side limits (limits in the policy).
@@ -147,6 +150,9 @@ type UpstreamJSON struct {
 	// CooldownUntil is null when the upstream is not cooling down.
 	CooldownUntil  *time.Time `json:"cooldown_until"`
 	CooldownReason string     `json:"cooldown_reason,omitempty"`
+	// CooldownSource is, while cooling down, "local" (this process
+	// started it) or "fleet" (another member sharing state did).
+	CooldownSource string `json:"cooldown_source,omitempty"`
 	// Breaker is the upstream's circuit breaker; a static upstream has
 	// none (null).
 	Breaker *BreakerJSON `json:"breaker"`
@@ -223,6 +229,7 @@ func (h *handler) statusOf(now time.Time) StatusJSON {
 		if cd, ok := cooling[name]; ok {
 			until := cd.Until.UTC()
 			u.CooldownUntil, u.CooldownReason = &until, cd.Reason
+			u.CooldownSource = sourceOf(cd.Fleet)
 		}
 		if s.Samples > 0 {
 			u.SuccessRate = &s.SuccessRate
@@ -272,6 +279,9 @@ func breakerOf(b health.BreakerSnapshot, enabled bool) *BreakerJSON {
 		ConsecutiveFailures: b.ConsecutiveFailures, ConsecutiveTimeouts: b.ConsecutiveTimeouts,
 		WindowCount: b.WindowCount, WindowFailures: b.WindowFailures, WindowTimeouts: b.WindowTimeouts,
 		Probes: b.Probes, Opens: b.Opens}
+	if b.State != health.BreakerClosed || b.Fleet {
+		j.Source = sourceOf(b.Fleet)
+	}
 	if !enabled {
 		j.State = BreakerOff
 	}
@@ -331,3 +341,12 @@ func entryOf(e policy.HistoryEntry) EntryJSON {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// sourceOf is a state's source in /status: health.SourceFleet when
+// another member of the fleet set it, else health.SourceLocal.
+func sourceOf(fleet bool) string {
+	if fleet {
+		return health.SourceFleet
+	}
+	return health.SourceLocal
+}

@@ -21,6 +21,7 @@ func Simulate(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	quotaRun := fs.Duration("quota-run", sim.DefaultQuotaRun, "virtual length of table (b)'s traffic")
 	quotaAt := fs.Int("quota-at", sim.DefaultQuotaAt, "table (b): the primary's call that first finds its quota gone")
 	breakerRun := fs.Duration("breaker-run", sim.DefaultBreakerRun, "virtual length of table (d)'s traffic")
+	redisURL := fs.String("redis", "", "the fleet table, a fleet sharing state (--only fleet): the Redis to share it through, e.g. redis://127.0.0.1:6379")
 	if help, err := parse(fs, args, stdout); help || err != nil {
 		return err
 	}
@@ -46,6 +47,6 @@ func Simulate(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return sim.Run(ctx, sim.Options{
 		Seed: *seed, Requests: *requests, LatencyRequests: *latency, Only: tables,
 		QuotaRun: *quotaRun, QuotaAt: *quotaAt, BreakerRun: *breakerRun,
-		Out: stdout, Progress: stderr,
+		Out: stdout, Progress: stderr, RedisURL: *redisURL,
 	})
 }

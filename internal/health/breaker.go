@@ -124,6 +124,11 @@ type Ticket struct {
 	b     *breaker
 	gen   uint64
 	probe uint64 // the probe's id in a half-open period; 0 when closed
+	// fleetProbe is set when the Fleet granted this probe a slot of the
+	// half-open period that began at period, out of k.
+	fleetProbe bool
+	period     time.Time
+	k          int
 }
 
 // Done records the attempt's result at now.
@@ -131,7 +136,24 @@ func (t Ticket) Done(res BreakerResult, now time.Time) {
 	if t.b == nil {
 		return
 	}
-	t.b.done(t, res, now)
+	ev := t.b.done(t, res, now)
+	if t.b.reg == nil || t.b.reg.fleet == nil {
+		return
+	}
+	f := t.b.reg.fleet
+	if t.fleetProbe {
+		f.ProbeDone(t.b.name, t.period, res, t.k)
+	}
+	if ev.opened {
+		f.BreakerOpened(t.b.name, ev.since, ev.until, ev.reason)
+	}
+}
+
+// openEvent is what a Done changed that the fleet must hear of.
+type openEvent struct {
+	opened       bool
+	since, until time.Time
+	reason       string
 }
 
 // BreakerSnapshot is one breaker's state, for /status and metrics.
@@ -159,12 +181,22 @@ type BreakerSnapshot struct {
 	// Opens is how many times the breaker opened since start (re-opening
 	// after a failed probe included).
 	Opens uint64
+	// Fleet is true when State was set by another member of the fleet
+	// (an open period it started, or a half-open period its probes
+	// closed); false for this process's own doing.
+	Fleet bool
 }
 
 // breaker is one upstream's breaker. Its mutex is per upstream, so requests
 // to different upstreams never contend, and it is held only for a few
 // counter updates.
 type breaker struct {
+	// name and reg are for telling the Registry's Fleet what changed.
+	name string
+	reg  *Registry
+	// fleet: the current state was set by another member (Fleet).
+	fleet bool
+
 	mu  sync.Mutex
 	raw BreakerConfig // as last passed in: an unchanged config is not normalized again
 	cfg BreakerConfig // raw, normalized
@@ -201,7 +233,7 @@ func (r *Registry) breaker(name string) *breaker {
 	if v, ok := r.breakers.Load(name); ok {
 		return v.(*breaker)
 	}
-	v, _ := r.breakers.LoadOrStore(name, &breaker{})
+	v, _ := r.breakers.LoadOrStore(name, &breaker{name: name, reg: r})
 	return v.(*breaker)
 }
 
@@ -213,8 +245,26 @@ func (r *Registry) breaker(name string) *breaker {
 // When !ok, reason says why, e.g. "breaker open until
 // 2026-11-30T10:00:00Z (5 consecutive failures)" or "breaker half-open: 3
 // probes in flight", and t is the zero Ticket.
+//
+// With a Fleet, a half-open probe also needs one of the K slots of the
+// fleet's half-open period (the local K still bounds this process); a
+// Fleet that does not answer leaves the decision to the local count.
 func (r *Registry) BreakerAllow(name string, cfg BreakerConfig, now time.Time) (t Ticket, ok bool, reason string) {
-	return r.breaker(name).allow(cfg, now)
+	b := r.breaker(name)
+	t, ok, reason = b.allow(cfg, now)
+	if !ok || t.probe == 0 || r.fleet == nil {
+		return t, ok, reason
+	}
+	granted, err := r.fleet.ClaimProbe(name, t.period, t.k)
+	if err != nil {
+		return t, true, ""
+	}
+	if !granted {
+		b.done(t, BreakerNeutral, now) // the local slot goes back
+		return Ticket{}, false, fleetHalfOpenRefusal(t.k)
+	}
+	t.fleetProbe = true
+	return t, true, ""
 }
 
 func (b *breaker) allow(cfg BreakerConfig, now time.Time) (Ticket, bool, string) {
@@ -238,7 +288,7 @@ func (b *breaker) allow(cfg BreakerConfig, now time.Time) (Ticket, bool, string)
 		}
 		b.probeSeq++
 		b.probing = append(b.probing, b.probeSeq)
-		return Ticket{b: b, gen: b.gen, probe: b.probeSeq}, true, ""
+		return Ticket{b: b, gen: b.gen, probe: b.probeSeq, period: b.since, k: k}, true, ""
 	}
 	return Ticket{b: b, gen: b.gen}, true, ""
 }
@@ -278,11 +328,11 @@ func (b *breaker) count(res BreakerResult, d int) {
 	}
 }
 
-func (b *breaker) done(t Ticket, res BreakerResult, now time.Time) {
+func (b *breaker) done(t Ticket, res BreakerResult, now time.Time) openEvent {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if t.gen != b.gen {
-		return // admitted in an earlier state or period; see Ticket
+		return openEvent{} // admitted in an earlier state or period; see Ticket
 	}
 	switch b.state {
 	case BreakerClosed:
@@ -292,6 +342,10 @@ func (b *breaker) done(t Ticket, res BreakerResult, now time.Time) {
 	}
 	// Open: no ticket of an open generation exists (open refuses, and its
 	// end bumps the generation).
+	if b.state == BreakerOpen && b.gen != t.gen {
+		return openEvent{opened: true, since: b.since, until: b.until, reason: b.reason}
+	}
+	return openEvent{}
 }
 
 // record counts a closed-state result and opens the breaker if a trigger
@@ -370,6 +424,7 @@ func (b *breaker) open(now time.Time, why string) {
 	b.reason = why
 	b.openMsg = "breaker open until " + b.until.UTC().Format(time.RFC3339) + " (" + why + ")"
 	b.opens++
+	b.fleet = false
 	b.clear()
 }
 
@@ -388,6 +443,7 @@ func (b *breaker) halfOpen() {
 // window.
 func (b *breaker) close(now time.Time) {
 	b.gen++
+	b.fleet = false
 	b.state = BreakerClosed
 	b.since = now
 	b.until = time.Time{}
@@ -456,6 +512,7 @@ func (b *breaker) snapshot(now time.Time) BreakerSnapshot {
 		WindowFailures:      b.fails,
 		WindowTimeouts:      b.soft,
 		Opens:               b.opens,
+		Fleet:               b.fleet,
 	}
 	switch {
 	case b.state == BreakerHalfOpen:
@@ -491,6 +548,13 @@ func (r *Registry) Breakers(now time.Time) map[string]BreakerSnapshot {
 // Reason and Opens are kept: they are history. Since becomes zero, as the
 // reset takes no time.
 func (r *Registry) ResetBreaker(name string) {
+	r.resetBreaker(name)
+	if r.fleet != nil {
+		r.fleet.BreakerReset(name)
+	}
+}
+
+func (r *Registry) resetBreaker(name string) {
 	v, ok := r.breakers.Load(name)
 	if !ok {
 		return
@@ -500,6 +564,7 @@ func (r *Registry) ResetBreaker(name string) {
 	defer b.mu.Unlock()
 	b.gen++
 	b.state = BreakerClosed
+	b.fleet = false
 	b.since, b.until = time.Time{}, time.Time{}
 	b.clear()
 }

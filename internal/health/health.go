@@ -9,8 +9,8 @@
 // health imports policy for two configuration types only (BreakerConfig
 // and Limits are policy.BreakerPolicy and policy.Limits: one type each, so a
 // new breaker or limit field cannot be forgotten in a copy), and must not
-// import proxy or chain; it is memory-backed now, with a shared backend
-// (Redis) planned behind the same methods.
+// import proxy or chain. It is memory-backed; a shared backend (Redis, in
+// internal/fleet) attaches behind the same methods as a Fleet (fleet.go).
 package health
 
 import (
@@ -31,6 +31,10 @@ type Registry struct {
 	// with a mutex per upstream so that upstreams never contend.
 	breakers sync.Map
 	limiters sync.Map
+
+	// fleet is the shared backend; nil for memory (fleet.go).
+	fleet Fleet
+	sharedState
 }
 
 // Cooldown is an upstream kept out of chains until a time.
@@ -40,6 +44,9 @@ type Cooldown struct {
 	// Class is the failure class that started it (quota_exhausted, …), so
 	// that an app told "nothing can answer" hears the real cause.
 	Class string
+	// Fleet is true for a cooldown another member of the fleet started
+	// (ApplyCooldown); false for this process's own.
+	Fleet bool
 }
 
 // New returns an empty registry.
@@ -73,20 +80,27 @@ func (r *Registry) StartCooldown(name string, until time.Time, reason string) Co
 // of class.
 func (r *Registry) StartCooldownClass(name string, until time.Time, class, reason string) Cooldown {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if c, ok := r.cool[name]; ok && !until.After(c.Until) {
+		r.mu.Unlock()
 		return c
 	}
 	c := Cooldown{Until: until, Reason: reason, Class: class}
 	r.cool[name] = c
+	r.mu.Unlock()
+	if r.fleet != nil {
+		r.fleet.CooldownStarted(name, c)
+	}
 	return c
 }
 
 // Clear ends the named upstream's cooldown (an operator's override).
 func (r *Registry) Clear(name string) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	delete(r.cool, name)
+	r.mu.Unlock()
+	if r.fleet != nil {
+		r.fleet.CooldownCleared(name)
+	}
 }
 
 // Cooldowns returns the cooldowns still running at now, by upstream name.

@@ -70,8 +70,10 @@ type limiter struct {
 
 	// The refusal messages, and the limit each was built for, so that
 	// refusing does not allocate.
-	rpmMsg, concMsg         string
-	rpmFor, concFor, concIn int
+	rpmMsg, concMsg           string
+	rpmFor, concFor, concIn   int
+	fleetRPMMsg, fleetConcMsg string
+	fleetRPMFor, fleetConcFor int
 }
 
 // limiter returns the named upstream's limiter, creating it on first use.
@@ -95,15 +97,71 @@ func (r *Registry) limiter(name string) *limiter {
 // Under a concurrency limit, release is a closure (one small allocation per
 // acquire): idempotence needs something that tells this acquire apart from
 // a later one given the same slot.
+//
+// With a Fleet, l.RPM is the fleet's rate: the token comes from the Fleet
+// (its local bucket is not used), and l.FleetConcurrency slots are the
+// fleet's; l.Concurrency stays this process's. A Fleet that does not answer
+// leaves rpm to the local bucket and fleet_concurrency unenforced.
 func (r *Registry) Acquire(name string, l Limits, now time.Time) (release func(), ok bool, reason string) {
-	return r.limiter(name).acquire(l, now)
+	lm := r.limiter(name)
+	if r.fleet == nil || (l.RPM <= 0 && l.FleetConcurrency <= 0) {
+		return lm.acquire(l, now, false)
+	}
+	fleetRPM := false
+	if l.RPM > 0 {
+		ok, err := r.fleet.TakeRPM(name, l, now)
+		switch {
+		case err == nil && !ok:
+			return noRelease, false, lm.refuseFleetRPM(l)
+		case err == nil:
+			fleetRPM = true
+		}
+	}
+	release, ok, reason = lm.acquire(l, now, fleetRPM)
+	if !ok || l.FleetConcurrency <= 0 {
+		return release, ok, reason
+	}
+	fr, ok, err := r.fleet.AcquireSlot(name, l.FleetConcurrency, now)
+	switch {
+	case err != nil:
+		return release, true, ""
+	case !ok:
+		release()
+		return noRelease, false, lm.refuseFleetConcurrency(l.FleetConcurrency)
+	}
+	local := release // not the named result: the closure below becomes it
+	return func() { local(); fr() }, true, ""
 }
 
-func (lm *limiter) acquire(l Limits, now time.Time) (func(), bool, string) {
+// refuseFleetRPM counts and words a refusal by the fleet's bucket.
+func (lm *limiter) refuseFleetRPM(l Limits) string {
+	lm.mu.Lock()
+	defer lm.mu.Unlock()
+	lm.limited++
+	if lm.fleetRPMMsg == "" || lm.fleetRPMFor != l.RPM {
+		lm.fleetRPMMsg, lm.fleetRPMFor = "limit: "+strconv.Itoa(l.RPM)+" rpm reached across the fleet", l.RPM
+	}
+	return lm.fleetRPMMsg
+}
+
+// refuseFleetConcurrency counts and words a refusal by the fleet's slots.
+func (lm *limiter) refuseFleetConcurrency(c int) string {
+	lm.mu.Lock()
+	defer lm.mu.Unlock()
+	lm.limited++
+	if lm.fleetConcMsg == "" || lm.fleetConcFor != c {
+		lm.fleetConcMsg, lm.fleetConcFor = "limit: "+strconv.Itoa(c)+" in flight across the fleet (fleet_concurrency)", c
+	}
+	return lm.fleetConcMsg
+}
+
+// acquire is Acquire on this process's limiter. fleetRPM says the fleet
+// already granted the rpm token, so the local bucket is left alone.
+func (lm *limiter) acquire(l Limits, now time.Time, fleetRPM bool) (func(), bool, string) {
 	lm.mu.Lock()
 	defer lm.mu.Unlock()
 	lm.configure(l, now)
-	if lm.bucket {
+	if lm.bucket && !fleetRPM {
 		lm.refill(now)
 		if lm.tokens < 1 {
 			lm.limited++
@@ -122,7 +180,7 @@ func (lm *limiter) acquire(l Limits, now time.Time) (func(), bool, string) {
 		}
 		return noRelease, false, lm.concMsg
 	}
-	if lm.bucket {
+	if lm.bucket && !fleetRPM {
 		lm.tokens--
 	}
 	if c <= 0 {

@@ -53,7 +53,7 @@ type Options struct {
 	// LatencyRequests is the number of timed requests per chain of table
 	// (c). Default DefaultLatencyRequests.
 	LatencyRequests int
-	// Only lists the tables to run ("a".."f"). Default: all of them.
+	// Only lists the tables to run (Tables, and FleetTable). Default: Tables.
 	Only []string
 	// QuotaRun is the virtual length of table (b)'s traffic, one request
 	// per virtual second. Default DefaultQuotaRun.
@@ -73,6 +73,9 @@ type Options struct {
 	// Progress receives timings, which vary from run to run. Default:
 	// discarded.
 	Progress io.Writer
+	// RedisURL is the Redis the fleet table shares state through (fleet.go);
+	// without one its redis column is not run.
+	RedisURL string
 }
 
 // Command is the command line that reproduces a run with these options,
@@ -146,7 +149,7 @@ func ParseOnly(s string) ([]string, error) {
 		want[f] = true
 	}
 	var out []string
-	for _, t := range Tables {
+	for _, t := range append(Tables, FleetTable) {
 		if want[t] {
 			out = append(out, t)
 		}
@@ -155,6 +158,9 @@ func ParseOnly(s string) ([]string, error) {
 }
 
 func isTable(s string) bool {
+	if s == FleetTable {
+		return true
+	}
 	for _, t := range Tables {
 		if s == t {
 			return true
@@ -230,6 +236,11 @@ func Run(ctx context.Context, opts Options) error {
 			var r routingResult
 			r, err = runRouting(ctx, opts)
 			if err == nil {
+				r.write(out)
+			}
+		case FleetTable:
+			var r fleetResult
+			if r, err = runFleet(ctx, opts); err == nil {
 				r.write(out)
 			}
 		}
