@@ -268,6 +268,7 @@ func (k *compiler) top(f *File) {
 	}
 	k.ca(f.CA)
 	k.admin(f.Admin)
+	k.telemetry(f.Telemetry)
 
 	base := Timeouts{Connect: DefaultConnectTimeout, FirstByte: DefaultFirstByteTimeout, Idle: DefaultIdleTimeout}
 	base = k.timeouts("timeouts", f.Timeouts, base)

@@ -255,6 +255,8 @@ type Compiled struct {
 	// Bounds cap request bodies, their read time and the drain; always
 	// filled.
 	Bounds Bounds
+	// Telemetry is where traces go; its zero value is tracing off.
+	Telemetry TelemetryPolicy
 
 	hosts map[string]bool
 }

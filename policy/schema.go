@@ -85,6 +85,10 @@ type File struct {
 	// error in the app's shape, and logged with outcome drained. Default
 	// DefaultDrainTimeout. Read when detour stops, so a reload changes it.
 	DrainTimeout Duration `json:"drain_timeout,omitempty"`
+	// Telemetry sends OpenTelemetry traces to a collector (see
+	// TelemetryFile). Absent: the OTEL_EXPORTER_OTLP_* variables decide;
+	// with neither, tracing is off.
+	Telemetry *TelemetryFile `json:"telemetry,omitempty"`
 }
 
 // ProcessLimitsFile bounds the memory the whole process spends on requests.

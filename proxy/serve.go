@@ -20,6 +20,7 @@ import (
 	"github.com/detour-proxy/detour/internal/chain"
 	"github.com/detour-proxy/detour/internal/health"
 	"github.com/detour-proxy/detour/internal/mitm"
+	"github.com/detour-proxy/detour/internal/telemetry"
 	"github.com/detour-proxy/detour/policy"
 )
 
@@ -162,6 +163,10 @@ func Serve(ctx context.Context, opts Options) error {
 		}
 	}
 	transports := &chain.Transports{}
+	tracer := telemetry.New(logger)
+	tracer.Apply(&pol.Telemetry)
+	// Last: the final spans are flushed once every request has ended.
+	defer tracer.Shutdown()
 	drainCtx, drainNow := context.WithCancel(context.Background())
 	defer drainNow()
 	runner := &chain.Runner{
@@ -172,9 +177,11 @@ func Serve(ctx context.Context, opts Options) error {
 		OnRecord:   onRecord,
 		Now:        opts.Now,
 		Drain:      drainCtx,
+		Tracer:     tracer,
 	}
 	if metrics != nil {
 		metrics.BufferedBytes(runner.BufferedBytes)
+		metrics.Tracing(tracer.SpansDropped, tracer.ExportFailures)
 	}
 	srv := NewServer(store, signer, runner, logger)
 	if adminLn != nil {
