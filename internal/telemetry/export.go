@@ -5,43 +5,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-
-	"github.com/detour-proxy/detour/policy"
 )
 
 // exportTimeout bounds one export call: a collector that accepts the
 // connection and never answers holds up only the exporter's goroutine.
 const exportTimeout = 10 * time.Second
-
-// newExporter builds the OTLP exporter tp names. Retries are off: a span
-// batch that fails is counted as dropped and the next batch is the next
-// try, so a dead collector never piles retries on the export goroutine
-// while the queue fills.
-func newExporter(tp *policy.TelemetryPolicy) (sdktrace.SpanExporter, error) {
-	headers := make(map[string]string, len(tp.Headers))
-	for k, v := range tp.Headers {
-		headers[k] = string(v)
-	}
-	// New does not connect: both exporters dial on the first export.
-	if tp.Protocol == policy.ProtocolGRPC {
-		opts := []otlptracegrpc.Option{
-			otlptracegrpc.WithEndpointURL(tp.Endpoint),
-			otlptracegrpc.WithHeaders(headers),
-			otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: false}),
-			otlptracegrpc.WithTimeout(exportTimeout),
-		}
-		return otlptracegrpc.New(context.Background(), opts...)
-	}
-	return otlptracehttp.New(context.Background(),
-		otlptracehttp.WithEndpointURL(tp.Endpoint),
-		otlptracehttp.WithHeaders(headers),
-		otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: false}),
-		otlptracehttp.WithTimeout(exportTimeout),
-	)
-}
 
 // gatedProcessor is the SDK's BatchSpanProcessor behind a gate that counts
 // what it holds. The batch processor drops a span silently when its queue
