@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -427,4 +428,76 @@ func metricAtLeast(exposition, name string, min float64) bool {
 		}
 	}
 	return false
+}
+
+// TestTracesOfRetriesAndHedges: a hedged request (a hanging primary, a
+// translated Anthropic backup started beside it, streamed) and a retried
+// one each give a span per attempt: the hedge marked, the loser's outcome
+// hedge_lost, the retry numbered, each with its upstream's provider.
+func TestTracesOfRetriesAndHedges(t *testing.T) {
+	fastBatches(t)
+	rcv := newHTTPReceiver(t)
+	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
+	backup := detourtest.NewVendor(t, rewrite.Anthropic, "backup")
+	pol := crossPolicy(t, rewrite.OpenAI, primary, backup)
+	pol = pol[:len(pol)-2] + fmt.Sprintf(`, "hedge_after": "100ms", "retry": {"base": "1ms", "max": "2ms"},
+  "errors": {"classes": {"overloaded": {"retries": 1}}}, "telemetry": {"otlp": {"endpoint": %q}}}`, rcv.Endpoint)
+	h := detourtest.Start(t, pol)
+
+	primary.Script(fv.Fault{Kind: fv.Hang, Delay: 20 * time.Second})
+	if got := newAppClient(t, rewrite.OpenAI, h).ask(t, true, false); got.text != "Hello from backup." {
+		t.Fatalf("hedged: %q; want the backup's", got.text)
+	}
+	waitIdle(t, primary)
+	primary.Reset()
+	primary.Script(fv.Fault{Kind: fv.Status, Status: 503, Class: fv.ClassOverloaded})
+	if got := newAppClient(t, rewrite.OpenAI, h).ask(t, false, false); got.text != "Hello from primary." {
+		t.Fatalf("retried: %q; want the primary's", got.text)
+	}
+
+	spans := rcv.waitSpans(t, 6)
+	byTrace := map[string][]*tracepb.Span{}
+	var order []string
+	for _, s := range spans {
+		k := id(s.TraceId)
+		if byTrace[k] == nil {
+			order = append(order, k)
+		}
+		byTrace[k] = append(byTrace[k], s)
+	}
+	if len(order) != 2 {
+		t.Fatalf("spans of %d traces; want 2 (one per request)", len(order))
+	}
+	describe := func(trace []*tracepb.Span) []string {
+		var out []string
+		for _, s := range trace {
+			if s.Kind != tracepb.Span_SPAN_KIND_CLIENT {
+				continue
+			}
+			a := attrs(s.Attributes)
+			out = append(out, fmt.Sprintf("%s %s retry=%s hedge=%s provider=%s error=%s", a["detour.upstream"], a["detour.outcome"],
+				a["detour.retry"], a["detour.hedge"], a["gen_ai.provider.name"], a["error.type"]))
+		}
+		sort.Strings(out)
+		return out
+	}
+	// The exporter may send both requests' spans in one batch: each trace
+	// is told by its attempts.
+	want := map[string]bool{
+		strings.Join([]string{
+			"backup ok retry=0 hedge=true provider=anthropic error=",
+			"primary hedge_lost retry=0 hedge=false provider=openai error=",
+		}, "\n"): true,
+		strings.Join([]string{
+			"primary ok retry=1 hedge=false provider=openai error=",
+			"primary retry retry=0 hedge=false provider=openai error=overloaded",
+		}, "\n"): true,
+	}
+	for _, k := range order {
+		got := strings.Join(describe(byTrace[k]), "\n")
+		if !want[got] {
+			t.Errorf("attempt spans of one request:\n%s\nwant one of:\n%v", got, want)
+		}
+		delete(want, got)
+	}
 }
