@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/textproto"
 	"net/url"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -110,9 +111,13 @@ func (k *compiler) telemetry(tf *TelemetryFile) {
 	if tf != nil && tf.OTLP != nil {
 		o = *tf.OTLP
 	}
+	lookup := k.opts.TelemetryEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
 	env := func(names ...string) (string, string) {
 		for _, n := range names {
-			if v, ok := k.opts.Getenv(n); ok && strings.TrimSpace(v) != "" {
+			if v, ok := lookup(n); ok && strings.TrimSpace(v) != "" {
 				return strings.TrimSpace(v), n
 			}
 		}

@@ -14,13 +14,10 @@ func compileTelemetry(t *testing.T, top string, env map[string]string) (*Compile
 	t.Helper()
 	o := testOptions()
 	o.BaseDir = t.TempDir()
-	o.Getenv = func(k string) (string, bool) {
-		if k == "BACKUP_KEY" {
-			return "sk-backup", true
-		}
-		v, ok := env[k]
-		return v, ok
-	}
+	// auth.env's lookup answers for every name, as a caller's stub
+	// may: the OTEL_* variables have a lookup of their own.
+	o.Getenv = func(string) (string, bool) { return "sk-backup", true }
+	o.TelemetryEnv = func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	if err := os.WriteFile(filepath.Join(o.BaseDir, "otlp-headers"), []byte("# the collector's key\nAuthorization: Bearer s3cret\n\nx-team:  core \n"), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func compileTelemetry(t testing.TB, section string) *policy.Compiled {
 	c, err := policy.Compile("policy.json", []byte(`{
   "upstreams": {"o": {"shape": "openai", "base_url": "https://api.openai.com/v1", "auth": {"from": "client"}}},
   "routes": [{"name": "r", "match": {"host": "api.openai.com"}, "chain": ["o"]}]`+section+`
-}`), policy.Options{BaseDir: t.TempDir(), DefaultCADir: t.TempDir(), Getenv: func(string) (string, bool) { return "", false }})
+}`), policy.Options{BaseDir: t.TempDir(), DefaultCADir: t.TempDir(), TelemetryEnv: func(string) (string, bool) { return "", false }})
 	if err != nil {
 		t.Fatal(err)
 	}
