@@ -67,6 +67,9 @@ type Options struct {
 	BaseDir string
 	// Getenv looks up auth.env variables. Default os.LookupEnv.
 	Getenv func(string) (string, bool)
+	// TelemetryEnv looks up the OTEL_* variables the telemetry section
+	// falls back on (policy/telemetry.go). Default os.LookupEnv.
+	TelemetryEnv func(string) (string, bool)
 	// ReadFile reads auth.file and ca_file. Default os.ReadFile.
 	ReadFile func(string) ([]byte, error)
 	// Now stamps LoadedAt. Default time.Now.
@@ -266,6 +269,7 @@ func (k *compiler) top(f *File) {
 	}
 	k.ca(f.CA)
 	k.admin(f.Admin)
+	k.telemetry(f.Telemetry)
 
 	base := Timeouts{Connect: DefaultConnectTimeout, FirstByte: DefaultFirstByteTimeout, Idle: DefaultIdleTimeout}
 	base = k.timeouts("timeouts", f.Timeouts, base)

@@ -284,6 +284,8 @@ type Compiled struct {
 	// Priorities are hedge_after per priority and the priority of each
 	// tier; always filled.
 	Priorities PriorityPolicy
+	// Telemetry is where traces go; its zero value is tracing off.
+	Telemetry TelemetryPolicy
 
 	hosts map[string]bool
 }

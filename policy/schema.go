@@ -100,6 +100,10 @@ type File struct {
 	// {"easy": "low"}. Values high, normal, low. Default: every request
 	// without the header is normal.
 	PriorityByTier map[string]string `json:"priority_by_tier,omitempty"`
+	// Telemetry sends OpenTelemetry traces to a collector (see
+	// TelemetryFile). Absent: the OTEL_EXPORTER_OTLP_* variables decide;
+	// with neither, tracing is off.
+	Telemetry *TelemetryFile `json:"telemetry,omitempty"`
 }
 
 // ProcessLimitsFile bounds the memory the whole process spends on requests.

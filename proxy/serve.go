@@ -21,6 +21,7 @@ import (
 	"github.com/detour-proxy/detour/internal/health"
 	"github.com/detour-proxy/detour/internal/mitm"
 	"github.com/detour-proxy/detour/internal/probe"
+	"github.com/detour-proxy/detour/internal/telemetry"
 	"github.com/detour-proxy/detour/policy"
 )
 
@@ -181,6 +182,10 @@ func Serve(ctx context.Context, opts Options) error {
 		}
 	}
 	transports := &chain.Transports{}
+	tracer := telemetry.New(logger)
+	tracer.Apply(&pol.Telemetry)
+	// Last: the final spans are flushed once every request has ended.
+	defer tracer.Shutdown()
 	drainCtx, drainNow := context.WithCancel(context.Background())
 	defer drainNow()
 	runner := &chain.Runner{
@@ -192,9 +197,11 @@ func Serve(ctx context.Context, opts Options) error {
 		Now:        opts.Now,
 		Rand:       opts.Rand,
 		Drain:      drainCtx,
+		Tracer:     tracer,
 	}
 	if metrics != nil {
 		metrics.BufferedBytes(runner.BufferedBytes)
+		metrics.Tracing(tracer.SpansDropped, tracer.ExportFailures)
 	}
 	srv := NewServer(store, signer, runner, logger)
 	if adminLn != nil {

@@ -123,6 +123,24 @@ func (m *Metrics) BufferedBytes(bytes func() int64) {
 	}, func() float64 { return float64(bytes()) }))
 }
 
+// Tracing adds the counters of trace export, read when scraped:
+// detour_trace_spans_dropped_total (spans that never reached the collector:
+// the export queue was full, or their export failed) and
+// detour_trace_export_failures_total (failed export calls). Both stay 0
+// while tracing is off.
+func (m *Metrics) Tracing(dropped, failures func() uint64) {
+	m.reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "trace_spans_dropped_total",
+			Help: "Trace spans that never reached the OTLP collector: dropped at a full export queue, or lost in a failed export.",
+		}, func() float64 { return float64(dropped()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "trace_export_failures_total",
+			Help: "OTLP trace export calls that failed (collector unreachable, refused, timed out).",
+		}, func() float64 { return float64(failures()) }),
+	)
+}
+
 // Registry returns the registry the metrics are on.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/detour-proxy/detour/internal/health"
+	"github.com/detour-proxy/detour/internal/telemetry"
 	"github.com/detour-proxy/detour/policy"
 	"github.com/detour-proxy/detour/rewrite"
 	"github.com/detour-proxy/detour/rewrite/sse"
@@ -137,6 +138,8 @@ type attempt struct {
 	out streamOut
 	// dn registers the attempt with the drain while it runs.
 	dn drainNode
+	// span is the attempt's trace span; nil when not traced.
+	span *telemetry.Attempt
 }
 
 // gate is what an attempt holds from the health registry: a breaker
@@ -227,6 +230,7 @@ func (a *attempt) run() step {
 	s, u := a.s, a.u
 	a.ar.seq = s.nextSeq()
 	a.start, a.sent = s.r.now(), time.Now()
+	a.startSpan()
 	// In flight for /status until the attempt is over, a stream's last
 	// event included.
 	s.r.Health.Begin(u.Name)
@@ -254,6 +258,7 @@ func (a *attempt) run() step {
 	if err != nil {
 		return a.unbuildable(err)
 	}
+	a.span.Inject(upReq.Header)
 	resp, err := s.r.Transports.For(u).RoundTrip(upReq)
 	if err != nil {
 		return a.roundTripFailed(err)
@@ -347,6 +352,7 @@ func (a *attempt) wholeAnswer(resp *http.Response) step {
 	if v.Class != policy.ClassNone {
 		return a.failed(v, &failure{upstream: u.Name, verdict: v, status: resp.StatusCode, header: resp.Header, body: full, foreign: conv != nil})
 	}
+	a.span.Answer(u.Shape, usageBody)
 	answer := full
 	if conv != nil {
 		answer, err = translate.Response(conv.req, s.app, u.Shape, full)
@@ -553,6 +559,7 @@ func (a *attempt) end() {
 	// that a virtual clock (the simulation, tests) gives it exact latencies.
 	s.r.windows.Record(a.u.Name, res, a.doneAt.Sub(a.start), now)
 	a.gate.ticket.Done(breakerResult(ar, recorded), now)
+	a.endSpan(ar, recorded)
 	if a.gate.release != nil {
 		a.gate.release()
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/detour-proxy/detour/internal/health"
+	"github.com/detour-proxy/detour/internal/telemetry"
 	"github.com/detour-proxy/detour/policy"
 	"github.com/detour-proxy/detour/rewrite"
 	"github.com/detour-proxy/detour/rewrite/ir"
@@ -116,6 +117,9 @@ type Runner struct {
 	// (a seeded generator makes a canary's split reproducible); default
 	// math/rand/v2.
 	Rand func() uint64
+	// Tracer exports the requests' and attempts' spans when the policy
+	// turns tracing on; nil: never.
+	Tracer *telemetry.Tracer
 
 	cacheState
 	// windows are the upstreams' recent windows that scored selections
@@ -172,6 +176,7 @@ func (r *Runner) Serve(w http.ResponseWriter, req *http.Request, t Target) {
 	// Set allocates it. (The name is canonical.)
 	rec.idValue[0] = rec.ID
 	w.Header()[HeaderRequestID] = rec.idValue[:]
+	r.startTrace(req, pol, rec)
 	defer r.finish(rec)
 
 	route := pol.Route(t.Host, req.URL.Path)
@@ -191,6 +196,7 @@ func (r *Runner) finish(rec *Record) {
 	rec.Total = time.Since(rec.Start)
 	slices.SortStableFunc(rec.Attempts, func(a, b AttemptRecord) int { return cmp.Compare(a.seq, b.seq) })
 	rec.Log(r.Log)
+	rec.endTrace()
 	if r.OnRecord != nil {
 		r.OnRecord(rec)
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/detour-proxy/detour/internal/health"
+	"github.com/detour-proxy/detour/internal/telemetry"
 	"github.com/detour-proxy/detour/policy"
 	"github.com/detour-proxy/detour/rewrite"
 )
@@ -148,6 +149,8 @@ type Record struct {
 
 	// idValue is the X-Detour-Request-Id header's value slice.
 	idValue [1]string
+	// trace is the request's span; nil when it is not traced.
+	trace *telemetry.Request
 }
 
 // sentAttempts counts the attempts that reached an upstream.
