@@ -250,7 +250,7 @@ func (a *attempt) run() step {
 	if err != nil {
 		return a.unbuildable(err)
 	}
-	resp, err := s.r.Transports.For(u).RoundTrip(upReq)
+	resp, err := s.r.Transports.forUpstream(u).RoundTrip(upReq)
 	if err != nil {
 		return a.roundTripFailed(err)
 	}
