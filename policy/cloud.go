@@ -188,7 +188,7 @@ func (k *compiler) azure(p string, uf UpstreamFile, u *Upstream) bool {
 
 func (k *compiler) bedrock(p string, uf UpstreamFile, u *Upstream) bool {
 	c := &Cloud{Kind: CloudBedrock}
-	u.Cloud = c
+	u.Cloud, u.Auth = c, AuthNone
 	k.noAuth(p, uf, "bedrock signs with AWS credentials from the standard chain")
 	if uf.Bedrock == nil {
 		k.errorf(p+".bedrock", `required for shape bedrock: {"region": "us-east-1"}`)
@@ -202,7 +202,7 @@ func (k *compiler) bedrock(p string, uf UpstreamFile, u *Upstream) bool {
 func (k *compiler) vertex(p string, uf UpstreamFile, u *Upstream) bool {
 	v := uf.Vertex
 	c := &Cloud{Kind: CloudVertex}
-	u.Cloud = c
+	u.Cloud, u.Auth = c, AuthNone
 	k.noAuth(p, uf, "vertex uses Google Application Default Credentials")
 	c.Region = k.region(p+".vertex.region", v.Region, "us-central1")
 	if !cloudName.MatchString(v.Project) {
