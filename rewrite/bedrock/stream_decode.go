@@ -70,6 +70,14 @@ func (d *StreamDecoder) Decode(ev sse.Event) ([]ir.StreamEvent, error) {
 		return d.out, nil
 	}
 	data := bytes.TrimSpace(ev.Data)
+	if ev.Name == "contentBlockDelta" {
+		if text, ok := fastTextDelta(data); ok {
+			if text != "" {
+				d.out = append(d.out, ir.StreamEvent{Kind: ir.StreamText, Text: text})
+			}
+			return d.out, nil
+		}
+	}
 	d.ev = streamWire{}
 	if len(data) > 0 {
 		if err := json.Unmarshal(data, &d.ev); err != nil {
