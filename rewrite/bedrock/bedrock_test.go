@@ -59,7 +59,7 @@ func TestEncodeRequestRefusesWhatConverseCannotTake(t *testing.T) {
 func TestEscapedModelPath(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{
-		Path("anthropic.claude-3-5-haiku-20241022-v1:0", false):                                             "/model/anthropic.claude-3-5-haiku-20241022-v1%3A0/converse",
+		Path("anthropic.claude-3-5-haiku-20241022-v1:0", false):                                           "/model/anthropic.claude-3-5-haiku-20241022-v1%3A0/converse",
 		Path("arn:aws:bedrock:us-east-1:123:inference-profile/us.anthropic.claude-3-7-sonnet-v1:0", true): "/model/arn%3Aaws%3Abedrock%3Aus-east-1%3A123%3Ainference-profile%2Fus.anthropic.claude-3-7-sonnet-v1%3A0/converse-stream",
 	} {
 		if got, ok := EscapedModelPath(in); !ok || got != want {
