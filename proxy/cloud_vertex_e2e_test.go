@@ -111,3 +111,50 @@ func TestVertexTokenRefreshedBeforeExpiry(t *testing.T) {
 		t.Errorf("vertex saw %+v; want two valid, different tokens", seen)
 	}
 }
+
+// TestVertexBadCredentialsFallOver: a service account whose key the token
+// endpoint refuses gets no token; the attempt fails without reaching Vertex
+// (no request is sent with a missing token), the next upstream answers, and
+// the key never shows in the log.
+func TestVertexBadCredentialsFallOver(t *testing.T) {
+	t.Parallel()
+	trusted, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const email = "detour@proj-1.iam.gserviceaccount.com"
+	vx := fv.NewVertex("proj-1", "us-central1", email, &trusted.PublicKey, fv.Options{Name: "vertex"})
+	url, ca := cloudServer(t, vx)
+	tokenSrv := httptest.NewServer(vx)
+	t.Cleanup(tokenSrv.Close)
+	saFile := filepath.Join(t.TempDir(), "sa.json")
+	os.WriteFile(saFile, fv.ServiceAccountJSON(email, "proj-1", tokenSrv.URL+"/token", other), 0o600)
+	backup := detourtest.NewVendor(t, rewrite.Gemini, "backup")
+	keyFile := filepath.Join(t.TempDir(), "k")
+	os.WriteFile(keyFile, []byte("k"), 0o600)
+	h := detourtest.Start(t, fmt.Sprintf(`{
+  "upstreams": {
+    "vx": {"shape": "gemini", "base_url": %q, "ca_file": %q, "vertex": {"project": "proj-1", "region": "us-central1", "credentials_file": %q}},
+    "backup": {"shape": "gemini", "base_url": %q, "ca_file": %q, "auth": {"file": %q}}
+  },
+  "routes": [{"name": "r", "match": {"host": "generativelanguage.googleapis.com", "path": "/v1beta/models/*"}, "chain": ["vx", "backup"]}]
+}`, url, ca, saFile, backup.BaseURL(), backup.CAFile, keyFile))
+	c := newAppClient(t, rewrite.Gemini, h)
+	if got := c.ask(t, false, false); got.text != "Hello from backup." {
+		t.Fatalf("text = %q", got.text)
+	}
+	if n := len(vx.Seen()); n != 0 || vx.TokensIssued() != 0 {
+		t.Errorf("vertex saw %d model requests, issued %d tokens; want none", n, vx.TokensIssued())
+	}
+	rec := h.WaitRecords(t, 1)[0]
+	if rec.AnsweredBy != "backup" || rec.Attempts[0].Class != "unreachable" {
+		t.Errorf("answered by %q, first attempt %s (%s)", rec.AnsweredBy, rec.Attempts[0].Class, rec.Attempts[0].Reason)
+	}
+	if strings.Contains(h.Log(), "PRIVATE KEY") {
+		t.Errorf("the log shows the key")
+	}
+}
