@@ -1,6 +1,7 @@
 package cloud
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -137,7 +138,7 @@ func (b *bedrock) RoundTrip(req *http.Request) (*http.Response, error) {
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		typeErrorBody(resp)
 	case resp.Header.Get("Content-Type") == "application/vnd.amazon.eventstream":
-		resp.Body = &eventStreamSSE{body: resp.Body, dec: eventstream.NewDecoder()}
+		resp.Body = newEventStreamSSE(resp.Body)
 		resp.Header.Set("Content-Type", "text/event-stream")
 		resp.Header.Del("Content-Length")
 		resp.ContentLength = -1
@@ -191,12 +192,20 @@ func withAWSType(payload []byte, typ string) []byte {
 // as "event: <:exception-type>" with the payload's __type set; an error
 // message as an internalServerException.
 type eventStreamSSE struct {
-	body    io.ReadCloser
+	body io.ReadCloser
+	// src buffers body: the SDK's decoder reads a message in a dozen
+	// small reads (prelude, each header, payload, CRC), which would each
+	// go to the transport's body.
+	src     *bufio.Reader
 	dec     *eventstream.Decoder
 	payload []byte
 	buf     []byte
 	off     int
 	err     error
+}
+
+func newEventStreamSSE(body io.ReadCloser) *eventStreamSSE {
+	return &eventStreamSSE{body: body, src: bufio.NewReaderSize(body, 8<<10), dec: eventstream.NewDecoder()}
 }
 
 func (e *eventStreamSSE) Read(p []byte) (int, error) {
@@ -205,7 +214,7 @@ func (e *eventStreamSSE) Read(p []byte) (int, error) {
 			return 0, e.err
 		}
 		e.buf, e.off = e.buf[:0], 0
-		msg, err := e.dec.Decode(e.body, e.payload[:0])
+		msg, err := e.dec.Decode(e.src, e.payload[:0])
 		if err != nil {
 			e.err = err
 			continue

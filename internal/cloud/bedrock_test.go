@@ -43,7 +43,7 @@ func TestEventStreamBecomesSSE(t *testing.T) {
 			{Name: ":message-type", Value: eventstream.StringValue("exception")},
 		}, Payload: []byte(`{"message":"Too many tokens, please wait before trying again."}`)},
 	)
-	got, err := io.ReadAll(&eventStreamSSE{body: io.NopCloser(bytes.NewReader(raw)), dec: eventstream.NewDecoder()})
+	got, err := io.ReadAll(newEventStreamSSE(io.NopCloser(bytes.NewReader(raw))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestCorruptEventStreamFails(t *testing.T) {
 	t.Parallel()
 	raw := encodeEvents(t, event("messageStart", `{}`))
 	raw[len(raw)-1] ^= 0xff // the message CRC
-	_, err := io.ReadAll(&eventStreamSSE{body: io.NopCloser(bytes.NewReader(raw)), dec: eventstream.NewDecoder()})
+	_, err := io.ReadAll(newEventStreamSSE(io.NopCloser(bytes.NewReader(raw))))
 	if err == nil || errors.Is(err, io.EOF) {
 		t.Errorf("err = %v; want a checksum error", err)
 	}
@@ -101,7 +101,7 @@ func TestWithAWSType(t *testing.T) {
 func FuzzEventStreamToSSE(f *testing.F) {
 	f.Add(encodeEvents(f, event("messageStart", `{"role":"assistant"}`), event("contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":"Hi"}}`)))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		rd := sse.NewReader(&eventStreamSSE{body: io.NopCloser(bytes.NewReader(b)), dec: eventstream.NewDecoder()})
+		rd := sse.NewReader(newEventStreamSSE(io.NopCloser(bytes.NewReader(b))))
 		d := bedrockcodec.NewStreamDecoder()
 		for range 1000 {
 			ev, err := rd.Next()
@@ -128,7 +128,7 @@ func BenchmarkEventStreamToSSE(b *testing.B) {
 	b.SetBytes(int64(len(raw)))
 	b.ReportAllocs()
 	for b.Loop() {
-		r := &eventStreamSSE{body: io.NopCloser(bytes.NewReader(raw)), dec: eventstream.NewDecoder()}
+		r := newEventStreamSSE(io.NopCloser(bytes.NewReader(raw)))
 		for {
 			if _, err := r.Read(buf); err != nil {
 				break
