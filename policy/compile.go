@@ -340,11 +340,12 @@ func (k *compiler) upstream(name string, uf UpstreamFile, base Timeouts) *Upstre
 	if uf.Shape == string(ShapeStatic) {
 		return k.static(p, name, uf, base, ok)
 	}
-	u := &Upstream{Name: name, Shape: rewrite.Shape(uf.Shape), Headers: http.Header{}}
-	if !u.Shape.Valid() {
+	u := &Upstream{Name: name, Shape: wireShape(uf.Shape), Headers: http.Header{}}
+	if !u.Shape.Valid() && u.Shape != rewrite.Bedrock {
 		k.errorf(p+".shape", "must be one of openai, anthropic, gemini; got %q (or static, for an upstream that answers with fixed text)", uf.Shape)
 		ok = false
 	}
+	cloudAuth := k.cloud(p, uf, u)
 	if k.present(p + ".text") {
 		k.errorf(p+".text", "only a static upstream has a fixed answer; this one's shape is %q", uf.Shape)
 		ok = false
@@ -352,7 +353,9 @@ func (k *compiler) upstream(name string, uf UpstreamFile, base Timeouts) *Upstre
 	u.Limits = k.limits(p+".limits", uf.Limits)
 	u.ShedLowAt = k.shedLowAt(p+".limits", uf.Limits, u.Limits)
 	u.Prices = k.prices(p+".prices", uf.Prices)
-	if uf.BaseURL == "" {
+	if uf.BaseURL == "" && u.BaseURL != nil {
+		// A cloud's regional endpoint, filled in by k.cloud.
+	} else if uf.BaseURL == "" {
 		k.errorf(p+".base_url", "required, e.g. %q", exampleBaseURL(u.Shape))
 		ok = false
 	} else if bu, err := url.Parse(uf.BaseURL); err != nil || bu.Host == "" || (bu.Scheme != "https" && bu.Scheme != "http") {
@@ -369,7 +372,9 @@ func (k *compiler) upstream(name string, uf UpstreamFile, base Timeouts) *Upstre
 		bu.RawPath = ""
 		u.BaseURL = bu
 	}
-	k.auth(p+".auth", uf.Auth, u)
+	if !cloudAuth {
+		k.auth(p+".auth", uf.Auth, u)
+	}
 	for _, m := range uf.Models {
 		mp := p + ".models." + m.Key
 		if m.Key == "" || m.Value == "" {
@@ -625,13 +630,13 @@ func (k *compiler) chain(p string, names []string, app rewrite.Shape, ups map[st
 			// A static upstream answers in whatever shape the app speaks
 			// and needs neither a model nor a key: nothing to check.
 			static = name
-		case app.Valid() && rewrite.Shape(uf.Shape).Valid() && rewrite.Shape(uf.Shape) != app:
+		case app.Valid() && isWireShape(uf.Shape) && wireShape(uf.Shape) != app:
 			// A chain that crosses shapes translates the request. Two
 			// setups could never work, so they are refused up front: the
 			// app's model name sent to another vendor, and the app's key
 			// (which must never reach another vendor).
 			if len(uf.Models) == 0 {
-				k.errorf(cp, "upstream %q speaks %s but this route's app speaks %s: give it a models mapping (e.g. {\"*\": \"<%s model>\"}) so it is not sent the app's model name", name, uf.Shape, app, uf.Shape)
+				k.errorf(cp, "upstream %q speaks %s but this route's app speaks %s: give it a models mapping (e.g. {\"*\": \"<%s model>\"}) so it is not sent the app's model name", name, wireShape(uf.Shape), app, uf.Shape)
 				ok = false
 			}
 			if uf.Auth != nil && uf.Auth.From == "client" {

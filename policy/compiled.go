@@ -159,6 +159,10 @@ type Upstream struct {
 	ContextWindow     int
 	Capabilities      Capabilities
 	KnowsCapabilities bool
+	// Cloud is set for an upstream at Azure OpenAI, Amazon Bedrock or
+	// Vertex AI: how its address is built and where its credential comes
+	// from (policy/cloud.go). nil for every other upstream.
+	Cloud *Cloud
 }
 
 // MapModel returns the model to send for a requested model; ok is false when

@@ -108,6 +108,10 @@ func (k *compiler) probe(p string, pf *ProbeFile, u *Upstream) (Probe, bool) {
 		// from; borrowing one an app sent earlier would spend the app's
 		// quota (and bill) on detour's checks.
 		refuse("", `probes never use the app's own key, and this upstream only forwards it (auth.from "client"): give it a key of its own (auth.env or auth.file), or remove the probe`)
+	case u.Cloud != nil:
+		// Their model lists are the clouds' own control-plane APIs, and a
+		// completion needs the cloud's signing; neither is built for probes.
+		refuse("", "probes do not support azure-openai, bedrock or vertex upstreams yet: remove the probe (the breaker still learns from the app's traffic)")
 	case !k.c.Breaker.Enabled:
 		refuse("", "a probe acts through the circuit breaker, and breaker.enabled is false: turn the breaker on or remove the probe")
 	}

@@ -68,4 +68,9 @@ func TestProbeRefusals(t *testing.T) {
 	if _, err := Compile("policy.json", []byte(static), testOptions()); err == nil || !strings.Contains(err.Error(), "nothing to probe") {
 		t.Errorf("static upstream with a probe: error %v; want it refused", err)
 	}
+	bedrock := `{"upstreams": {"b": {"shape": "bedrock", "bedrock": {"region": "eu-west-1"}, "models": {"*": "m"}, "probe": {}}},
+  "routes": [{"name": "chat", "match": {"host": "api.anthropic.com"}, "chain": ["b"]}]}`
+	if _, err := Compile("policy.json", []byte(bedrock), testOptions()); err == nil || !strings.Contains(err.Error(), "upstreams.b.probe: probes do not support azure-openai, bedrock or vertex") {
+		t.Errorf("bedrock upstream with a probe: error %v; want it refused", err)
+	}
 }

@@ -161,8 +161,8 @@ type CAFile struct {
 // UpstreamFile is one upstream: a vendor API, an OpenAI-compatible server,
 // or a team gateway.
 type UpstreamFile struct {
-	// Shape is the wire format the upstream speaks: openai, anthropic or
-	// gemini; or static, an upstream that sends nothing anywhere and
+	// Shape is the wire format the upstream speaks: openai, anthropic,
+	// gemini, azure-openai (OpenAI's at Azure) or bedrock; or static, an upstream that sends nothing anywhere and
 	// answers every request with Text. Required.
 	Shape string `json:"shape"`
 	// BaseURL is what the shape's SDK would take as base URL:
@@ -217,6 +217,16 @@ type UpstreamFile struct {
 	// (cost_usd in the log line) and feed budgets. Default none: answers
 	// cost 0.
 	Prices map[string]PriceFile `json:"prices,omitempty"`
+	// Azure configures a shape azure-openai upstream: api-version,
+	// deployments, and optionally an Entra ID token file. Required for
+	// that shape, refused for any other.
+	Azure *AzureFile `json:"azure,omitempty"`
+	// Bedrock configures a shape bedrock upstream (its region). Required
+	// for that shape, refused for any other.
+	Bedrock *BedrockFile `json:"bedrock,omitempty"`
+	// Vertex sends a gemini or anthropic upstream's requests to Vertex AI
+	// (project, region). Absent: the vendor's own API.
+	Vertex *VertexFile `json:"vertex,omitempty"`
 	// Text is the answer of a static upstream, sent in the app's shape
 	// (streamed or not, as the app asked): a last resort that never fails,
 	// e.g. "The assistant is busy. Please try again in a minute." Required

@@ -79,6 +79,9 @@ func ParseError(body []byte) ErrorInfo {
 	if info, ok := parseErrorValue(top["error"]); ok {
 		return info
 	}
+	if info, ok := parseAWSError(top); ok {
+		return info
+	}
 	switch errorString(top["object"]) {
 	case "error":
 		// Old vLLM builds: the error fields sit at the top level.

@@ -70,6 +70,8 @@ func InspectEvent(shape Shape, ev sse.Event) EventKind {
 		return inspectAnthropic(ev.Name, data)
 	case Gemini:
 		return inspectGemini(data)
+	case Bedrock:
+		return inspectBedrock(ev.Name)
 	}
 	return EventContent
 }
@@ -495,6 +497,8 @@ func extractUsage(shape Shape, data []byte) (u Usage, ok bool) {
 		return usageCounts(usage, &anthropicUsageFields)
 	case Gemini:
 		return usageCounts(usage, &geminiUsageFields)
+	case Bedrock:
+		return usageCounts(usage, &bedrockUsageFields)
 	}
 	return Usage{}, false
 }

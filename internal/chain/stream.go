@@ -332,9 +332,12 @@ func wholeEvent(ev sse.Event) bool {
 }
 
 // endsStream reports whether ev is a stream's natural last event for shapes
-// whose streams have no terminator: Gemini's last chunk carries finishReason.
+// whose streams have no terminator: Gemini's last chunk carries finishReason;
+// Bedrock's ConverseStream ends with its metadata event (usage), after
+// messageStop.
 func endsStream(shape rewrite.Shape, ev sse.Event) bool {
-	return shape == rewrite.Gemini && bytes.Contains(ev.Data, []byte(`"finishReason"`))
+	return shape == rewrite.Gemini && bytes.Contains(ev.Data, []byte(`"finishReason"`)) ||
+		shape == rewrite.Bedrock && ev.Name == "metadata"
 }
 
 // usageMerger keeps token counts across stream events: Anthropic reports

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/detour-proxy/detour/internal/cloud"
 	"github.com/detour-proxy/detour/policy"
 )
 
@@ -31,6 +32,8 @@ type Transports struct {
 
 	mu sync.Mutex
 	m  map[transportKey]*http.Transport
+	// cloud holds the cloud upstreams' credentials (internal/chain/cloud.go).
+	cloud cloud.Registry
 }
 
 type transportKey struct {

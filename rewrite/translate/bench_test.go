@@ -279,3 +279,101 @@ func TestStream200IsTranslatable(t *testing.T) {
 		}
 	}
 }
+
+// The Bedrock pairs (upstream only: an app never speaks Bedrock). Same
+// measures as above: BenchmarkBedrockRequest10KB/<app> decodes the app's
+// 10 KB body and encodes a Converse request; BenchmarkBedrockResponse/<app>/<kind>
+// translates a whole Converse answer; BenchmarkBedrockStream200/<app>
+// translates a 200-event ConverseStream as the chain reads it, each event
+// already re-framed as SSE by internal/cloud (whose own cost per event is
+// internal/cloud's BenchmarkEventStreamToSSE).
+
+const (
+	bedrockTextAnswer = `{"output":{"message":{"role":"assistant","content":[{"text":"The weather in Paris is mild today, with a light breeze from the west."}]}},"stopReason":"end_turn","usage":{"inputTokens":25,"outputTokens":14,"totalTokens":39},"metrics":{"latencyMs":412}}`
+	bedrockToolAnswer = `{"output":{"message":{"role":"assistant","content":[{"toolUse":{"toolUseId":"tooluse_kZJMlvQmRJ6eAyJE5GIl7Q","name":"get_weather","input":{"city":"Paris"}}}]}},"stopReason":"tool_use","usage":{"inputTokens":310,"outputTokens":53,"totalTokens":363},"metrics":{"latencyMs":901}}`
+)
+
+// bedrockStream200 is a 200-event ConverseStream in the SSE form the chain
+// reads: messageStart, 196 text deltas, contentBlockStop, messageStop,
+// metadata; each payload with Bedrock's "p" padding.
+func bedrockStream200() []byte {
+	var b bytes.Buffer
+	ev := func(name, data string) { fmt.Fprintf(&b, "event: %s\ndata: %s\n\n", name, data) }
+	ev("messageStart", `{"p":"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRS","role":"assistant"}`)
+	for i := range 196 {
+		ev("contentBlockDelta", fmt.Sprintf(`{"contentBlockIndex":0,"delta":{"text":"word%d "},"p":"abcdefghijklmnopqr"}`, i))
+	}
+	ev("contentBlockStop", `{"contentBlockIndex":0,"p":"abcdefghijklmnopqrstuvwxyzABCDE"}`)
+	ev("messageStop", `{"p":"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKL","stopReason":"end_turn"}`)
+	ev("metadata", `{"metrics":{"latencyMs":2211},"p":"abcdefghijklmn","usage":{"inputTokens":25,"outputTokens":196,"totalTokens":221}}`)
+	return b.Bytes()
+}
+
+func BenchmarkBedrockRequest10KB(b *testing.B) {
+	for _, app := range rewrite.Shapes {
+		body := chatBody(app, 10<<10)
+		path := appPath(app, true)
+		o := ir.EncodeOptions{Model: "anthropic.claude-3-5-haiku-20241022-v1:0"}
+		b.Run(string(app)+"_to_bedrock", func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				req, err := DecodeRequest(app, body, path)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := EncodeRequest(req, rewrite.Bedrock, o); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkBedrockResponse(b *testing.B) {
+	for _, app := range rewrite.Shapes {
+		req := decodeApp(b, app, false)
+		for kind, body := range map[string]string{"text": bedrockTextAnswer, "tool": bedrockToolAnswer} {
+			b.Run(string(app)+"_from_bedrock/"+kind, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := Response(req, app, rewrite.Bedrock, []byte(body)); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+func BenchmarkBedrockStream200(b *testing.B) {
+	upstream := bedrockStream200()
+	for _, app := range rewrite.Shapes {
+		req := decodeApp(b, app, true)
+		b.Run(string(app)+"_from_bedrock", func(b *testing.B) {
+			b.SetBytes(int64(len(upstream)))
+			var out []byte
+			pe := startPerEvent(b, 200)
+			for b.Loop() {
+				pe.iters++
+				s := NewStream(req, app, rewrite.Bedrock)
+				rd := sse.NewReader(bytes.NewReader(upstream))
+				for {
+					ev, err := rd.Next()
+					if err != nil {
+						if !errors.Is(err, io.EOF) {
+							b.Fatal(err)
+						}
+						break
+					}
+					rewrite.InspectEvent(rewrite.Bedrock, ev)
+					if out, _, err = s.Event(out[:0], ev); err != nil {
+						b.Fatal(err)
+					}
+				}
+				out = s.Close(out[:0])
+			}
+			pe.report()
+		})
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/detour-proxy/detour/rewrite"
 	"github.com/detour-proxy/detour/rewrite/anthropic"
+	"github.com/detour-proxy/detour/rewrite/bedrock"
 	"github.com/detour-proxy/detour/rewrite/gemini"
 	"github.com/detour-proxy/detour/rewrite/ir"
 	"github.com/detour-proxy/detour/rewrite/openai"
@@ -71,6 +72,9 @@ func EncodeRequest(req *ir.Request, up rewrite.Shape, o ir.EncodeOptions) (Upstr
 			u.RawQuery = "alt=sse"
 		}
 		return u, err
+	case rewrite.Bedrock:
+		b, err := bedrock.EncodeRequest(req, o)
+		return Upstream{Path: bedrock.Path(o.Model, req.Stream), Body: b}, err
 	}
 	return Upstream{}, fmt.Errorf("unknown shape %q", up)
 }
@@ -109,6 +113,8 @@ func decodeResponse(shape rewrite.Shape, body []byte) (*ir.Response, error) {
 		return anthropic.DecodeResponse(body)
 	case rewrite.Gemini:
 		return gemini.DecodeResponse(body)
+	case rewrite.Bedrock:
+		return bedrock.DecodeResponse(body)
 	}
 	return nil, fmt.Errorf("unknown shape %q", shape)
 }
@@ -158,6 +164,8 @@ func NewStream(req *ir.Request, app, up rewrite.Shape) *Stream {
 		s.dec = anthropic.NewStreamDecoder()
 	case rewrite.Gemini:
 		s.dec = gemini.NewStreamDecoder()
+	case rewrite.Bedrock:
+		s.dec = bedrock.NewStreamDecoder()
 	}
 	o := ir.StreamOptions{Model: req.Model, IncludeUsage: req.IncludeUsage}
 	switch app {
@@ -222,6 +230,7 @@ var (
 	_ streamDecoder = (*openai.StreamDecoder)(nil)
 	_ streamDecoder = (*anthropic.StreamDecoder)(nil)
 	_ streamDecoder = (*gemini.StreamDecoder)(nil)
+	_ streamDecoder = (*bedrock.StreamDecoder)(nil)
 	_ streamEncoder = (*openai.StreamEncoder)(nil)
 	_ streamEncoder = (*anthropic.StreamEncoder)(nil)
 	_ streamEncoder = (*gemini.StreamEncoder)(nil)
