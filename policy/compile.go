@@ -618,7 +618,7 @@ func (k *compiler) chain(p string, names []string, app rewrite.Shape, ups map[st
 			// setups could never work, so they are refused up front: the
 			// app's model name sent to another vendor, and the app's key
 			// (which must never reach another vendor).
-			if len(uf.Models) == 0 {
+			if len(uf.Models) == 0 && rewrite.Shape(uf.Shape).Vendor() != app.Vendor() {
 				k.errorf(cp, "upstream %q speaks %s but this route's app speaks %s: give it a models mapping (e.g. {\"*\": \"<%s model>\"}) so it is not sent the app's model name", name, uf.Shape, app, uf.Shape)
 				ok = false
 			}

@@ -70,6 +70,8 @@ func InspectEvent(shape Shape, ev sse.Event) EventKind {
 		return inspectAnthropic(ev.Name, data)
 	case Gemini:
 		return inspectGemini(data)
+	case OpenAIResponses:
+		return inspectResponses(ev.Name, data)
 	}
 	return EventContent
 }
@@ -451,6 +453,9 @@ func (u Usage) Merge(next Usage) Usage {
 func ExtractUsage(shape Shape, data []byte) (u Usage, ok bool) {
 	if !mayHoldUsage(data) {
 		return Usage{}, false
+	}
+	if shape == OpenAIResponses {
+		return extractResponsesUsage(data)
 	}
 	return extractUsage(shape, data)
 }

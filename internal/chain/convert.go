@@ -72,6 +72,8 @@ func translatable(app rewrite.Shape, rel string) bool {
 	case rewrite.Gemini:
 		_, method, ok := rewrite.GeminiModelFromPath(rel)
 		return ok && (method == "generateContent" || method == "streamGenerateContent")
+	case rewrite.OpenAIResponses:
+		return rel == rewrite.ResponsesPath
 	}
 	return false
 }
@@ -136,7 +138,7 @@ func (s *session) buildTranslated(ctx context.Context, u *policy.Upstream, c *co
 		h[k] = append([]string(nil), vs...)
 	}
 	if u.Auth == policy.AuthKey {
-		setKey(h, u.Shape, string(u.Key))
+		setKey(h, u.Shape.Vendor(), string(u.Key))
 	}
 	if u.Shape == rewrite.Anthropic && h.Get("Anthropic-Version") == "" {
 		h.Set("Anthropic-Version", "2023-06-01")

@@ -16,6 +16,7 @@ import (
 	"github.com/detour-proxy/detour/rewrite/gemini"
 	"github.com/detour-proxy/detour/rewrite/ir"
 	"github.com/detour-proxy/detour/rewrite/openai"
+	"github.com/detour-proxy/detour/rewrite/responses"
 	"github.com/detour-proxy/detour/rewrite/sse"
 )
 
@@ -34,6 +35,8 @@ func DecodeRequest(app rewrite.Shape, body []byte, path string) (*ir.Request, er
 			return nil, fmt.Errorf("not a Gemini model endpoint: %s", path)
 		}
 		return gemini.DecodeRequest(body, model, method == "streamGenerateContent")
+	case rewrite.OpenAIResponses:
+		return responses.DecodeRequest(body)
 	}
 	return nil, fmt.Errorf("unknown shape %q", app)
 }
@@ -65,6 +68,9 @@ func EncodeRequest(req *ir.Request, up rewrite.Shape, o ir.EncodeOptions) (Upstr
 			u.RawQuery = "alt=sse"
 		}
 		return u, err
+	case rewrite.OpenAIResponses:
+		b, err := responses.EncodeRequest(req, o)
+		return Upstream{Path: rewrite.ResponsesPath, Body: b}, err
 	}
 	return Upstream{}, fmt.Errorf("unknown shape %q", up)
 }
@@ -87,6 +93,8 @@ func Response(req *ir.Request, app, up rewrite.Shape, body []byte) ([]byte, erro
 		return anthropic.EncodeResponse(r, req.Model)
 	case rewrite.Gemini:
 		return gemini.EncodeResponse(r, req.Model)
+	case rewrite.OpenAIResponses:
+		return responses.EncodeResponse(r, req.Model)
 	}
 	return nil, fmt.Errorf("unknown shape %q", app)
 }
@@ -100,6 +108,8 @@ func decodeResponse(shape rewrite.Shape, body []byte) (*ir.Response, error) {
 		return anthropic.DecodeResponse(body)
 	case rewrite.Gemini:
 		return gemini.DecodeResponse(body)
+	case rewrite.OpenAIResponses:
+		return responses.DecodeResponse(body)
 	}
 	return nil, fmt.Errorf("unknown shape %q", shape)
 }
@@ -149,6 +159,8 @@ func NewStream(req *ir.Request, app, up rewrite.Shape) *Stream {
 		s.dec = anthropic.NewStreamDecoder()
 	case rewrite.Gemini:
 		s.dec = gemini.NewStreamDecoder()
+	case rewrite.OpenAIResponses:
+		s.dec = responses.NewStreamDecoder()
 	}
 	o := ir.StreamOptions{Model: req.Model, IncludeUsage: req.IncludeUsage}
 	switch app {
@@ -158,6 +170,8 @@ func NewStream(req *ir.Request, app, up rewrite.Shape) *Stream {
 		s.enc = anthropic.NewStreamEncoder(o)
 	case rewrite.Gemini:
 		s.enc = gemini.NewStreamEncoder(o)
+	case rewrite.OpenAIResponses:
+		s.enc = responses.NewStreamEncoder(o)
 	}
 	return s
 }
@@ -216,4 +230,6 @@ var (
 	_ streamEncoder = (*openai.StreamEncoder)(nil)
 	_ streamEncoder = (*anthropic.StreamEncoder)(nil)
 	_ streamEncoder = (*gemini.StreamEncoder)(nil)
+	_ streamDecoder = (*responses.StreamDecoder)(nil)
+	_ streamEncoder = (*responses.StreamEncoder)(nil)
 )
