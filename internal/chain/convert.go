@@ -35,9 +35,9 @@ func (s *session) convert(u *policy.Upstream, model string) (*conversion, string
 	}
 	rel := strings.TrimPrefix(s.req.URL.Path, s.app.APIRoot())
 	if !translatable(s.app, rel) {
-		// Only the chat endpoints have a meaning in every shape; the
-		// Responses API, token counting and embeddings fall over only to
-		// upstreams of the app's own shape.
+		// Only the chat endpoints (the Responses API among them) have a
+		// meaning in every shape; token counting and embeddings fall over
+		// only to upstreams of the app's own shape.
 		return nil, "only chat requests are translated; " + s.req.URL.Path + " goes to " + string(s.app) + "-shaped upstreams only"
 	}
 	req, err := translate.DecodeRequest(s.app, s.body, rel)
