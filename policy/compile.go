@@ -373,6 +373,7 @@ func (k *compiler) upstream(name string, uf UpstreamFile, base Timeouts) *Upstre
 		k.errorf(p+".max_tokens", "must be positive; got %d", uf.MaxTokens)
 	}
 	u.MaxTokens = uf.MaxTokens
+	k.chatOnly(p, uf, u)
 	if uf.CAFile != "" {
 		u.CAFile = k.resolve(uf.CAFile)
 		pemData, err := k.readRef(u.CAFile)

@@ -28,9 +28,10 @@ type conversion struct {
 // does to the request can leak into the next upstream's. A nil result comes
 // with the reason the upstream cannot take the request.
 func (s *session) convert(u *policy.Upstream, model string) (*conversion, string) {
-	if u.Auth == policy.AuthClient {
+	if u.Auth == policy.AuthClient && u.Shape.Vendor() != s.app.Vendor() {
 		// The policy compiler refuses this; kept as a guard because the
-		// app's key must never reach another vendor.
+		// app's key must never reach another vendor. (A Responses request
+		// translated for a chat_only OpenAI upstream stays with its vendor.)
 		return nil, "auth from client, but the app speaks " + string(s.app)
 	}
 	rel := strings.TrimPrefix(s.req.URL.Path, s.app.APIRoot())
@@ -137,8 +138,11 @@ func (s *session) buildTranslated(ctx context.Context, u *policy.Upstream, c *co
 	for k, vs := range u.Headers {
 		h[k] = append([]string(nil), vs...)
 	}
-	if u.Auth == policy.AuthKey {
+	switch u.Auth {
+	case policy.AuthKey:
 		setKey(h, u.Shape.Vendor(), string(u.Key))
+	case policy.AuthClient:
+		copyClientCredential(h, s.req.Header, "", u.Shape.Vendor())
 	}
 	if u.Shape == rewrite.Anthropic && h.Get("Anthropic-Version") == "" {
 		h.Set("Anthropic-Version", "2023-06-01")

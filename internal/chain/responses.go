@@ -25,5 +25,12 @@ func endsResponses(ev sse.Event) bool {
 	return ev.Name == "response.completed" || ev.Name == "response.incomplete"
 }
 
-// sameWire reports whether u takes the app's request untranslated.
-func (s *session) sameWire(u *policy.Upstream) bool { return rewrite.SameWire(s.app, u.Shape) }
+// sameWire reports whether u takes the app's request untranslated: a
+// Responses request goes as it is to an openai upstream unless the policy
+// says it has only Chat Completions (chat_only).
+func (s *session) sameWire(u *policy.Upstream) bool {
+	if s.app == rewrite.OpenAIResponses && u.ChatOnly {
+		return false
+	}
+	return rewrite.SameWire(s.app, u.Shape)
+}
