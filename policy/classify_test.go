@@ -343,7 +343,11 @@ func TestClassify(t *testing.T) {
 		// The same bodies from an openai-responses upstream, whose HTTP
 		// errors are OpenAI's envelope (docs/vendors.md#openai-responses).
 		classifyHTTP("openai-responses 429 TPM", rewrite.OpenAIResponses, 429, oaiTPM, ClassRateLimited, "429 rate_limit_exceeded").
-			with(func(c *classifyCase) { c.retry = 18642 * time.Millisecond; c.typ = "tokens"; c.code = "rate_limit_exceeded" }),
+			with(func(c *classifyCase) {
+				c.retry = 18642 * time.Millisecond
+				c.typ = "tokens"
+				c.code = "rate_limit_exceeded"
+			}),
 		classifyHTTP("openai-responses 400 context", rewrite.OpenAIResponses, 400, oaiContext, ClassContextTooLong, "400 context_length_exceeded"),
 		classifyHTTP("openai-responses 503 overloaded", rewrite.OpenAIResponses, 503, oaiServerOverloaded, ClassOverloaded, "503 server_is_overloaded"),
 		classifyEvent("openai-responses error event", rewrite.OpenAIResponses, respError, ClassRateLimited, "in-stream rate_limit_exceeded"),
