@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/detour-proxy/detour/rewrite/ir"
 )
@@ -106,6 +107,10 @@ func EncodeResponse(r *ir.Response, model string) ([]byte, error) {
 	if model == "" {
 		model = r.Model
 	}
+	created := r.Created
+	if created == 0 {
+		created = time.Now().Unix()
+	}
 	a := newAssembly(r.ID)
 	for _, p := range r.Parts {
 		switch p.Kind {
@@ -117,7 +122,7 @@ func EncodeResponse(r *ir.Response, model string) ([]byte, error) {
 		}
 	}
 	a.endMessage()
-	return a.responseObject(nil, model, r.Created, statusOf(r.Finish), r.Finish, r.Usage, true, nil), nil
+	return a.responseObject(nil, model, created, statusOf(r.Finish), r.Finish, r.Usage, true, nil), nil
 }
 
 // statusOf is the response status of a finish reason.

@@ -1,6 +1,8 @@
 package responses
 
 import (
+	"time"
+
 	"github.com/detour-proxy/detour/rewrite"
 	"github.com/detour-proxy/detour/rewrite/ir"
 )
@@ -33,6 +35,9 @@ type StreamEncoder struct {
 // NewStreamEncoder returns an encoder for one stream answering an app that
 // asked for model o.Model.
 func NewStreamEncoder(o ir.StreamOptions) *StreamEncoder {
+	if o.Created == 0 {
+		o.Created = time.Now().Unix()
+	}
 	return &StreamEncoder{opts: o, open: -1}
 }
 
