@@ -26,6 +26,13 @@ var responsesPairs = []pair{
 	{rewrite.Gemini, rewrite.OpenAIResponses},
 }
 
+// benchPairs and benchShapes are what bench_test.go measures: the chat
+// pairs and shapes, then the Responses ones.
+var (
+	benchPairs  = append(append([]pair(nil), pairs...), responsesPairs...)
+	benchShapes = append(append([]rewrite.Shape(nil), rewrite.Shapes...), rewrite.OpenAIResponses)
+)
+
 func FuzzRequest_responses_openai(f *testing.F) {
 	fuzzRequest(f, pair{rewrite.OpenAIResponses, rewrite.OpenAI})
 }
