@@ -623,7 +623,7 @@ func (k *compiler) chain(p string, names []string, app rewrite.Shape, ups map[st
 				k.errorf(cp, "upstream %q speaks %s but this route's app speaks %s: give it a models mapping (e.g. {\"*\": \"<%s model>\"}) so it is not sent the app's model name", name, uf.Shape, app, uf.Shape)
 				ok = false
 			}
-			if uf.Auth != nil && uf.Auth.From == "client" {
+			if uf.Auth != nil && uf.Auth.From == "client" && rewrite.Shape(uf.Shape).Vendor() != app.Vendor() {
 				k.errorf(cp, "upstream %q uses the app's own key (auth from client) but this route's app speaks %s, not %s: the app's key never goes to another vendor; give the upstream its own key (env or file)", name, app, uf.Shape)
 				ok = false
 			}

@@ -302,3 +302,24 @@ func TestResponsesAppFixtureDecodes(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// A Responses app gets its static and cached answers in its own shape, and
+// its answers can be cached: Synthesize and DecodeAnswer know the shape.
+func TestResponsesSynthesizedAnswers(t *testing.T) {
+	t.Parallel()
+	for _, stream := range []bool{false, true} {
+		ct, body := StaticResponse(rewrite.OpenAIResponses, "gpt-4.1", "Sorry, try later.", stream, false)
+		if stream {
+			s := checkStream(t, rewrite.OpenAIResponses, body, streamCheck{model: "gpt-4.1", strict: true})
+			if ct != contentTypeSSE || s.Text != "Sorry, try later." || s.Finish != "completed" {
+				t.Errorf("static stream: %s %+v", ct, s)
+			}
+		} else if r, err := responses.DecodeResponse(body); ct != contentTypeJSON || err != nil || r.Parts[0].Text != "Sorry, try later." {
+			t.Errorf("static answer: %s %v %s", ct, err, body)
+		}
+		r, err := DecodeAnswer(rewrite.OpenAIResponses, body, stream)
+		if err != nil || len(r.Parts) != 1 || r.Parts[0].Text != "Sorry, try later." || r.Finish != "stop" {
+			t.Errorf("DecodeAnswer(stream %v): %v %+v", stream, err, r)
+		}
+	}
+}
