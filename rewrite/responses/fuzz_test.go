@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/detour-proxy/detour/rewrite/ir"
@@ -58,6 +59,42 @@ func FuzzDecodeResponse(f *testing.F) {
 		}
 		if _, err := DecodeResponse(out); err != nil {
 			t.Fatalf("the answer detour wrote does not decode: %v\n%s", err, out)
+		}
+	})
+}
+
+// fastDelta must read what encoding/json reads, or decline.
+func FuzzFastDelta(f *testing.F) {
+	f.Add([]byte(`{"type":"response.output_text.delta","sequence_number":4,"item_id":"msg_1","output_index":0,"content_index":0,"delta":"Hi \u00e9\n"}`))
+	f.Add([]byte(`{"type":"response.function_call_arguments.delta","sequence_number":2,"item_id":"fc_1","output_index":0,"delta":"{\"a\":"}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		e, ok := fastDelta(data)
+		if !ok {
+			return
+		}
+		var want struct {
+			Type        string `json:"type"`
+			ItemID      string `json:"item_id"`
+			OutputIndex int    `json:"output_index"`
+			Delta       string `json:"delta"`
+		}
+		if err := json.Unmarshal(data, &want); err != nil {
+			t.Fatalf("fastDelta read %q, which encoding/json refuses: %v", data, err)
+		}
+		// encoding/json also matches keys that differ in case only, which
+		// no vendor sends; jsonscan's KeyIs, like the other fast paths,
+		// does not (rewrite/internal/jsonscan).
+		var keys map[string]json.RawMessage
+		_ = json.Unmarshal(data, &keys)
+		for k := range keys {
+			for _, f := range []string{"type", "item_id", "output_index", "delta"} {
+				if k != f && strings.EqualFold(k, f) {
+					return
+				}
+			}
+		}
+		if string(e.typ) != want.Type || string(e.itemID) != want.ItemID || e.outputIndex != want.OutputIndex || e.delta != want.Delta {
+			t.Fatalf("fastDelta %+v; encoding/json %+v", e, want)
 		}
 	})
 }

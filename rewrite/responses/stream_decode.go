@@ -67,6 +67,11 @@ func (d *StreamDecoder) Decode(ev sse.Event) ([]ir.StreamEvent, error) {
 	if ev.Comment || d.failed || len(ev.Data) == 0 {
 		return nil, nil
 	}
+	if d.started && isDeltaName(ev.Name) {
+		if e, ok := fastDelta(ev.Data); ok && string(e.typ) == ev.Name {
+			return d.decodeDelta(e), nil
+		}
+	}
 	d.ev = streamEventIn{}
 	if err := json.Unmarshal(ev.Data, &d.ev); err != nil {
 		return nil, fmt.Errorf("responses: stream event: %w", err)
