@@ -142,10 +142,13 @@ func decodeFormat(f *textFormat) (*ir.ResponseFormat, error) {
 	case "json_object":
 		return &ir.ResponseFormat{Type: "json_object"}, nil
 	case "json_schema":
-		if len(f.Schema) == 0 || f.Schema[0] != '{' {
-			return nil, errors.New("responses: text.format: json_schema without a schema object")
+		// The schema goes on as sent: the target judges it, as OpenAI
+		// would.
+		schema := f.Schema
+		if string(schema) == "null" {
+			schema = nil
 		}
-		return &ir.ResponseFormat{Type: "json_schema", Name: f.Name, Schema: f.Schema, Strict: f.Strict != nil && *f.Strict}, nil
+		return &ir.ResponseFormat{Type: "json_schema", Name: f.Name, Schema: schema, Strict: f.Strict != nil && *f.Strict}, nil
 	}
 	return nil, fmt.Errorf("responses: text.format type %q", f.Type)
 }
@@ -335,14 +338,13 @@ func decodePart(c *contentIn) (ir.Part, error) {
 func media(s, detail string) (*ir.Media, error) {
 	rest, ok := strings.CutPrefix(s, "data:")
 	if !ok {
-		if u, err := url.Parse(s); err != nil || u.Scheme == "" {
-			return nil, fmt.Errorf("responses: not a URL or data URI: %.40q", s)
-		}
+		// By reference: whether the target can fetch it is the target
+		// encoder's call (some take only http(s), Gemini gs:// too).
 		return &ir.Media{URL: s, Detail: detail}, nil
 	}
 	meta, payload, found := strings.Cut(rest, ",")
-	if !found || payload == "" {
-		return nil, errors.New("responses: data URI without content")
+	if !found {
+		return nil, errors.New("responses: data URI without a comma")
 	}
 	mt, isB64 := strings.CutSuffix(meta, ";base64")
 	mt, _, _ = strings.Cut(mt, ";")
