@@ -340,6 +340,18 @@ func TestClassify(t *testing.T) {
 		// OpenAI Responses API in-stream (docs/vendors.md#openai-errors).
 		classifyEvent("responses error event", oai, respError, ClassRateLimited, "in-stream rate_limit_exceeded"),
 		classifyEvent("responses response.failed", oai, respFailed, ClassServerError, "in-stream server_error"),
+		// The same bodies from an openai-responses upstream, whose HTTP
+		// errors are OpenAI's envelope (docs/vendors.md#openai-responses).
+		classifyHTTP("openai-responses 429 TPM", rewrite.OpenAIResponses, 429, oaiTPM, ClassRateLimited, "429 rate_limit_exceeded").
+			with(func(c *classifyCase) {
+				c.retry = 18642 * time.Millisecond
+				c.typ = "tokens"
+				c.code = "rate_limit_exceeded"
+			}),
+		classifyHTTP("openai-responses 400 context", rewrite.OpenAIResponses, 400, oaiContext, ClassContextTooLong, "400 context_length_exceeded"),
+		classifyHTTP("openai-responses 503 overloaded", rewrite.OpenAIResponses, 503, oaiServerOverloaded, ClassOverloaded, "503 server_is_overloaded"),
+		classifyEvent("openai-responses error event", rewrite.OpenAIResponses, respError, ClassRateLimited, "in-stream rate_limit_exceeded"),
+		classifyEvent("openai-responses response.failed", rewrite.OpenAIResponses, respFailed, ClassServerError, "in-stream server_error"),
 		classifyEvent("openai chat in-stream server_error", oai,
 			`{"error": {"message": "The server had an error while processing your request. Sorry about that!", "type": "server_error"}}`,
 			ClassServerError, "in-stream server_error"),

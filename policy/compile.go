@@ -388,6 +388,7 @@ func (k *compiler) upstream(name string, uf UpstreamFile, base Timeouts) *Upstre
 	}
 	u.MaxTokens = uf.MaxTokens
 	u.EmbeddingDimensions = k.embeddingDimensions(p, uf.EmbeddingDimensions)
+	k.chatOnly(p, uf, u)
 	if uf.CAFile != "" {
 		u.CAFile = k.resolve(uf.CAFile)
 		pemData, err := k.readRef(u.CAFile)
@@ -635,11 +636,11 @@ func (k *compiler) chain(p string, names []string, app rewrite.Shape, ups map[st
 			// setups could never work, so they are refused up front: the
 			// app's model name sent to another vendor, and the app's key
 			// (which must never reach another vendor).
-			if len(uf.Models) == 0 {
-				k.errorf(cp, "upstream %q speaks %s but this route's app speaks %s: give it a models mapping (e.g. {\"*\": \"<%s model>\"}) so it is not sent the app's model name", name, wireShape(uf.Shape), app, uf.Shape)
+			if len(uf.Models) == 0 && rewrite.Shape(uf.Shape).Vendor() != app.Vendor() {
+				k.errorf(cp, "upstream %q speaks %s but this route's app speaks %s: give it a models mapping (e.g. {\"*\": \"<%s model>\"}) so it is not sent the app's model name", name, uf.Shape, app, uf.Shape)
 				ok = false
 			}
-			if uf.Auth != nil && uf.Auth.From == "client" {
+			if uf.Auth != nil && uf.Auth.From == "client" && rewrite.Shape(uf.Shape).Vendor() != app.Vendor() {
 				k.errorf(cp, "upstream %q uses the app's own key (auth from client) but this route's app speaks %s, not %s: the app's key never goes to another vendor; give the upstream its own key (env or file)", name, app, uf.Shape)
 				ok = false
 			}

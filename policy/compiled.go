@@ -138,6 +138,8 @@ type Upstream struct {
 	// MaxTokens is the default max_tokens for translated requests that need
 	// one (0: the translator's default).
 	MaxTokens int
+	// ChatOnly: an openai upstream without the Responses API.
+	ChatOnly bool
 	// Limits over which the upstream is skipped (class local_limit).
 	Limits Limits
 	// Static is true for shape static: the upstream is never called and

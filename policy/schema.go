@@ -162,8 +162,9 @@ type CAFile struct {
 // or a team gateway.
 type UpstreamFile struct {
 	// Shape is the wire format the upstream speaks: openai, anthropic,
-	// gemini, azure-openai (OpenAI's at Azure) or bedrock; or static, an upstream that sends nothing anywhere and
-	// answers every request with Text. Required.
+	// gemini, openai-responses (OpenAI's Responses API only), azure-openai
+	// (OpenAI's at Azure) or bedrock; or static, an upstream that sends
+	// nothing anywhere and answers every request with Text. Required.
 	Shape string `json:"shape"`
 	// BaseURL is what the shape's SDK would take as base URL:
 	// https://api.openai.com/v1, https://api.anthropic.com,
@@ -198,6 +199,13 @@ type UpstreamFile struct {
 	// request sets none and the upstream's shape requires one (Anthropic).
 	// Default 4096.
 	MaxTokens int `json:"max_tokens,omitempty"`
+	// ChatOnly says that this openai upstream serves Chat Completions but
+	// not the Responses API (an older vLLM, Ollama, llama.cpp): a Responses
+	// request is then translated into Chat Completions for it instead of
+	// sent as is. Default false: an openai upstream is sent Responses
+	// requests unchanged, as api.openai.com takes them. Only for shape
+	// openai.
+	ChatOnly bool `json:"chat_only,omitempty"`
 	// Limits are detour's own limits on requests to this upstream. Absent:
 	// none.
 	Limits *LimitsFile `json:"limits,omitempty"`

@@ -574,6 +574,9 @@ func ErrorBodyWithDetails(shape Shape, e AppError, details json.RawMessage) (sta
 //     error.code. go-genai reads this line as an empty chunk, not an error
 //     (docs/vendors.md#errors-detour-writes-to-the-app); there is no framing that both SDKs accept.
 func StreamErrorEvent(shape Shape, e AppError) []byte {
+	if shape == OpenAIResponses {
+		return AppendResponsesErrorEvent(nil, e, 0)
+	}
 	body := errorEnvelope(shape, vendorErrorFor(shape, e))
 	out := make([]byte, 0, len(body)+32)
 	if shape == Anthropic {

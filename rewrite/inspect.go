@@ -72,6 +72,8 @@ func InspectEvent(shape Shape, ev sse.Event) EventKind {
 		return inspectGemini(data)
 	case Bedrock:
 		return inspectBedrock(ev.Name)
+	case OpenAIResponses:
+		return inspectResponses(ev.Name, data)
 	}
 	return EventContent
 }
@@ -453,6 +455,9 @@ func (u Usage) Merge(next Usage) Usage {
 func ExtractUsage(shape Shape, data []byte) (u Usage, ok bool) {
 	if !mayHoldUsage(data) {
 		return Usage{}, false
+	}
+	if shape == OpenAIResponses {
+		return extractResponsesUsage(data)
 	}
 	return extractUsage(shape, data)
 }

@@ -19,6 +19,9 @@ const (
 	Anthropic Shape = "anthropic"
 	// Gemini is the generateContent shape of generativelanguage.googleapis.com.
 	Gemini Shape = "gemini"
+	// OpenAIResponses is the Responses API (POST /v1/responses) of
+	// api.openai.com and of Responses-only deployments (shape_responses.go).
+	OpenAIResponses Shape = "openai-responses"
 )
 
 // Shapes lists every shape, in a stable order for messages and docs.
@@ -27,7 +30,7 @@ var Shapes = []Shape{OpenAI, Anthropic, Gemini}
 // Valid reports whether s is a shape detour knows.
 func (s Shape) Valid() bool {
 	switch s {
-	case OpenAI, Anthropic, Gemini:
+	case OpenAI, Anthropic, Gemini, OpenAIResponses:
 		return true
 	}
 	return false
@@ -38,7 +41,7 @@ func (s Shape) Valid() bool {
 // OpenAI SDK base URLs end in /v1 (so the root is included in base_url);
 // Anthropic and Gemini base URLs are bare hosts, so their root is "".
 func (s Shape) APIRoot() string {
-	if s == OpenAI {
+	if s == OpenAI || s == OpenAIResponses {
 		return "/v1"
 	}
 	return ""
@@ -47,7 +50,7 @@ func (s Shape) APIRoot() string {
 // DefaultHost is the vendor's own API host for the shape.
 func (s Shape) DefaultHost() string {
 	switch s {
-	case OpenAI:
+	case OpenAI, OpenAIResponses:
 		return "api.openai.com"
 	case Anthropic:
 		return "api.anthropic.com"

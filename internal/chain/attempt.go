@@ -393,7 +393,7 @@ func (a *attempt) wholeAnswer(resp *http.Response) step {
 	} else {
 		s.store(answer, false)
 	}
-	if use, ok := rewrite.ExtractUsage(u.Shape, usageBody); ok {
+	if use, ok := rewrite.ExtractUsage(a.wire(), usageBody); ok {
 		s.rec.Usage = use
 	}
 	s.rec.CachedInput, _ = rewrite.ExtractCachedInput(u.Shape, usageBody)

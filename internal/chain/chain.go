@@ -187,7 +187,7 @@ func (r *Runner) Serve(w http.ResponseWriter, req *http.Request, t Target) {
 		return
 	}
 	rec.Route = route.Name
-	s := &session{r: r, pol: pol, route: route, rec: rec, w: w, req: req, app: route.Shape, begun: begun}
+	s := &session{r: r, pol: pol, route: route, rec: rec, w: w, req: req, app: rewrite.AppShape(route.Shape, req.URL.Path), begun: begun}
 	s.run()
 }
 

@@ -689,8 +689,9 @@ func TestTranslationSkipsWhatTheTargetCannotTakeAndNotesLossyChanges(t *testing.
 
 func TestOnlyChatRequestsAreTranslated(t *testing.T) {
 	t.Parallel()
-	// The fake vendor has no Responses API; this upstream is overloaded
-	// for every path.
+	// The moderations endpoint has no meaning at Anthropic; this upstream
+	// is overloaded for every path. (The Responses API and embeddings are
+	// translated: see responses_test.go and the embeddings tests.)
 	oa := rawUpstream(t, "oa", "", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(503)
@@ -700,15 +701,15 @@ func TestOnlyChatRequestsAreTranslated(t *testing.T) {
 	keyFile := filepath.Join(t.TempDir(), "k")
 	os.WriteFile(keyFile, []byte("k"), 0o600)
 	pol := fmt.Sprintf(`{"upstreams": {%s, %s},
-  "routes": [{"name": "resp", "match": {"host": "api.openai.com", "path": "/v1/responses"}, "chain": ["oa", "ant"]}]}`,
+  "routes": [{"name": "resp", "match": {"host": "api.openai.com", "path": "/v1/moderations"}, "chain": ["oa", "ant"]}]}`,
 		oa, crossUpstream("ant", ant, keyFile, "claude-haiku-4-5"))
 	r := newRunner(t, "api.openai.com", pol)
-	resp := post(t, r.srv.URL+"/v1/responses", `{"model":"gpt-4o","input":"hi"}`)
+	resp := post(t, r.srv.URL+"/v1/moderations", `{"model":"omni-moderation-latest","input":"hi"}`)
 	io.Copy(io.Discard, resp.Body)
 	if ant.Calls() != 0 {
-		t.Error("a Responses API request was sent to an Anthropic upstream")
+		t.Error("a moderations request was sent to an Anthropic upstream")
 	}
-	if a := r.record(t).Attempts[1]; a.Outcome != chain.OutcomeSkipped || !strings.Contains(a.Reason, "/v1/responses goes to openai-shaped upstreams only") {
+	if a := r.record(t).Attempts[1]; a.Outcome != chain.OutcomeSkipped || !strings.Contains(a.Reason, "/v1/moderations goes to openai-shaped upstreams only") {
 		t.Errorf("attempt = %+v", a)
 	}
 }

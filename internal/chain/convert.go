@@ -28,16 +28,17 @@ type conversion struct {
 // does to the request can leak into the next upstream's. A nil result comes
 // with the reason the upstream cannot take the request.
 func (s *session) convert(u *policy.Upstream, model string) (*conversion, string) {
-	if u.Auth == policy.AuthClient {
+	if u.Auth == policy.AuthClient && u.Shape.Vendor() != s.app.Vendor() {
 		// The policy compiler refuses this; kept as a guard because the
-		// app's key must never reach another vendor.
+		// app's key must never reach another vendor. (A Responses request
+		// translated for a chat_only OpenAI upstream stays with its vendor.)
 		return nil, "auth from client, but the app speaks " + string(s.app)
 	}
 	rel := strings.TrimPrefix(s.req.URL.Path, s.app.APIRoot())
 	if !translatable(s.app, rel) {
-		// Only the chat and embeddings endpoints have a meaning in other
-		// shapes; the Responses API and token counting fall over only to
-		// upstreams of the app's own shape.
+		// Only the chat endpoints (the Responses API among them) and
+		// embeddings have a meaning in other shapes; token counting and
+		// the rest fall over only to upstreams of the app's own shape.
 		return nil, "only chat and embeddings requests are translated; " + s.req.URL.Path + " goes to " + string(s.app) + "-shaped upstreams only"
 	}
 	req, err := translate.DecodeRequest(s.app, s.body, rel)
@@ -94,6 +95,8 @@ func translatable(app rewrite.Shape, rel string) bool {
 	case rewrite.Gemini:
 		_, method, ok := rewrite.GeminiModelFromPath(rel)
 		return ok && (method == "generateContent" || method == "streamGenerateContent")
+	case rewrite.OpenAIResponses:
+		return rel == rewrite.ResponsesPath
 	}
 	return false
 }
@@ -157,8 +160,11 @@ func (s *session) buildTranslated(ctx context.Context, u *policy.Upstream, c *co
 	for k, vs := range u.Headers {
 		h[k] = append([]string(nil), vs...)
 	}
-	if u.Auth == policy.AuthKey {
-		setKey(h, u.Shape, string(u.Key))
+	switch u.Auth {
+	case policy.AuthKey:
+		setKey(h, u.Shape.Vendor(), string(u.Key))
+	case policy.AuthClient:
+		copyClientCredential(h, s.req.Header, "", u.Shape.Vendor())
 	}
 	if u.Shape == rewrite.Anthropic && h.Get("Anthropic-Version") == "" {
 		h.Set("Anthropic-Version", "2023-06-01")

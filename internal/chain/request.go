@@ -55,9 +55,9 @@ func (s *session) buildRequest(ctx context.Context, u *policy.Upstream, model st
 	}
 	switch u.Auth {
 	case policy.AuthClient:
-		copyClientCredential(h, s.req.Header, clientQueryKey, u.Shape)
+		copyClientCredential(h, s.req.Header, clientQueryKey, u.Shape.Vendor())
 	case policy.AuthKey:
-		setKey(h, u.Shape, string(u.Key))
+		setKey(h, u.Shape.Vendor(), string(u.Key))
 	}
 	if u.Shape == rewrite.Anthropic && h.Get("Anthropic-Version") == "" {
 		h.Set("Anthropic-Version", "2023-06-01")

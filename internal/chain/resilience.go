@@ -272,7 +272,7 @@ func (s *session) runUpstream(t turn) stepKind {
 		// slots or half-open probes on it. Made afresh for every try: a
 		// conversion holds one attempt's stream state.
 		var conv *conversion
-		if u.Shape != s.app {
+		if !s.sameWire(u) {
 			var reason string
 			if conv, reason = s.convert(u, model); conv == nil {
 				s.skipUnconvertible(u, model, retry, reason)

@@ -94,11 +94,11 @@ func (a *attempt) untilCommit(rd *sse.Reader, resp *http.Response) (first []byte
 			}
 			ev.Raw = append(ev.Raw, "\n\n"...)
 		}
-		kind := rewrite.InspectEvent(u.Shape, ev)
+		kind := rewrite.InspectEvent(a.wire(), ev)
 		switch kind {
 		case rewrite.EventMeta:
 			pending.Write(conv.event(ev))
-			a.usage.add(u.Shape, ev.Data)
+			a.usage.add(a.wire(), ev.Data)
 			if pending.Len() < maxPending {
 				continue
 			}
@@ -139,8 +139,8 @@ func (a *attempt) untilCommit(rd *sse.Reader, resp *http.Response) (first []byte
 		// a long answer is fine as long as bytes keep coming.
 		a.committed = true
 		a.timer.arm(a.readTimeout())
-		a.usage.add(u.Shape, ev.Data)
-		return append(pending.Bytes(), conv.event(ev)...), kind == rewrite.EventDone || endsStream(u.Shape, ev), stepDone, true
+		a.usage.add(a.wire(), ev.Data)
+		return append(pending.Bytes(), conv.event(ev)...), kind == rewrite.EventDone || endsStream(a.wire(), ev), stepDone, true
 	}
 }
 
@@ -177,8 +177,8 @@ func (a *attempt) pump(out *streamOut, ended bool) {
 			}
 			ev.Raw = append(ev.Raw, "\n\n"...)
 		}
-		kind := rewrite.InspectEvent(u.Shape, ev)
-		if kind == rewrite.EventDone || endsStream(u.Shape, ev) {
+		kind := rewrite.InspectEvent(a.wire(), ev)
+		if kind == rewrite.EventDone || endsStream(a.wire(), ev) {
 			ended = true
 		}
 		if kind == rewrite.EventError {
@@ -187,7 +187,7 @@ func (a *attempt) pump(out *streamOut, ended bool) {
 			ended = true
 			a.cut(policy.ClassServerError, "upstream in-stream error after the commit point")
 		}
-		a.usage.add(u.Shape, ev.Data)
+		a.usage.add(a.wire(), ev.Data)
 		b := conv.event(ev)
 		if conv != nil && ended && kind != rewrite.EventError {
 			// A translated stream closes in the app's own terms once the
@@ -337,7 +337,8 @@ func wholeEvent(ev sse.Event) bool {
 // messageStop.
 func endsStream(shape rewrite.Shape, ev sse.Event) bool {
 	return shape == rewrite.Gemini && bytes.Contains(ev.Data, []byte(`"finishReason"`)) ||
-		shape == rewrite.Bedrock && ev.Name == "metadata"
+		shape == rewrite.Bedrock && ev.Name == "metadata" ||
+		shape == rewrite.OpenAIResponses && endsResponses(ev)
 }
 
 // usageMerger keeps token counts across stream events: Anthropic reports

@@ -466,7 +466,8 @@ func defaultPath(s rewrite.Shape) string {
 func explainTier(c *policy.Compiled, route *policy.Route, body []byte, urlPath, header string) (string, []string) {
 	var decodeErr error
 	tier, reasons := chain.Tier(c, route, header, func() (*ir.Request, error) {
-		req, err := translate.DecodeRequest(route.Shape, body, strings.TrimPrefix(urlPath, route.Shape.APIRoot()))
+		app := rewrite.AppShape(route.Shape, urlPath)
+		req, err := translate.DecodeRequest(app, body, strings.TrimPrefix(urlPath, app.APIRoot()))
 		decodeErr = err
 		return req, err
 	})

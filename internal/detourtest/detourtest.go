@@ -245,7 +245,7 @@ type Vendor struct {
 
 // BaseURL is the URL an upstream of this vendor's shape uses as base_url.
 func (v *Vendor) BaseURL() string {
-	if v.Vendor.Shape() == rewrite.OpenAI {
+	if v.Vendor.Shape().Vendor() == rewrite.OpenAI {
 		return v.Server.URL + "/v1"
 	}
 	return v.Server.URL

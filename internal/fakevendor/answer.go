@@ -158,7 +158,7 @@ func (v *Vendor) bodyFault(w http.ResponseWriter, r *http.Request, c call, f Fau
 // no class: OpenAI's server_error chunk, Anthropic's overloaded_error event,
 // Gemini's 503 UNAVAILABLE chunk.
 func streamErrorClass(shape rewrite.Shape) string {
-	if shape == rewrite.OpenAI {
+	if shape == rewrite.OpenAI || shape == rewrite.OpenAIResponses {
 		return ClassServerError
 	}
 	return ClassOverloaded
@@ -177,6 +177,8 @@ func (v *Vendor) body(c call) []byte {
 		return v.anthropicBody(c)
 	case rewrite.Gemini:
 		return v.geminiBody(c)
+	case rewrite.OpenAIResponses:
+		return v.responsesBody(c)
 	}
 	return v.openaiBody(c)
 }
@@ -191,6 +193,8 @@ func (v *Vendor) streamScript(c call, errClass string) script {
 		return v.anthropicScript(c, errClass)
 	case rewrite.Gemini:
 		return v.geminiScript(c, errClass)
+	case rewrite.OpenAIResponses:
+		return v.responsesScript(c, errClass)
 	}
 	return v.openaiScript(c, errClass)
 }

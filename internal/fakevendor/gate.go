@@ -96,6 +96,9 @@ func isContentEvent(shape rewrite.Shape, b []byte) bool {
 		if name, ok := bytes.CutPrefix(line, []byte("event: ")); ok && shape == rewrite.Anthropic {
 			return string(name) == "content_block_delta"
 		}
+		if name, ok := bytes.CutPrefix(line, []byte("event: ")); ok && shape == rewrite.OpenAIResponses {
+			return string(name) == "response.output_text.delta"
+		}
 		if d, ok := bytes.CutPrefix(line, []byte("data: ")); ok {
 			data = d
 		}

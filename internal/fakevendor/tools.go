@@ -22,9 +22,10 @@ const ToolResultSeparator = "; "
 
 // toolCallIDPrefix is the id prefix of each shape's tool calls.
 var toolCallIDPrefix = map[rewrite.Shape]string{
-	rewrite.OpenAI:    "call_fake",
-	rewrite.Anthropic: "toolu_fake",
-	rewrite.Gemini:    "fc_fake",
+	rewrite.OpenAI:          "call_fake",
+	rewrite.OpenAIResponses: "call_fake",
+	rewrite.Anthropic:       "toolu_fake",
+	rewrite.Gemini:          "fc_fake",
 }
 
 // geminiThoughtSignature is the thoughtSignature of a Gemini function call
@@ -259,6 +260,8 @@ func parseTools(shape rewrite.Shape, body []byte) toolRequest {
 		return parseAnthropicTools(body)
 	case rewrite.Gemini:
 		return parseGeminiTools(body)
+	case rewrite.OpenAIResponses:
+		return parseResponsesTools(body)
 	}
 	return parseOpenAITools(body)
 }

@@ -362,6 +362,8 @@ func (v *Vendor) route(r *http.Request, c *call) bool {
 	case rewrite.OpenAI:
 		// Any prefix: /v1/chat/completions, /openai/v1/chat/completions…
 		return strings.HasSuffix(p, "/chat/completions") || routeEmbed(v.shape, p, "", c)
+	case rewrite.OpenAIResponses:
+		return strings.HasSuffix(p, rewrite.ResponsesPath)
 	case rewrite.Anthropic:
 		return p == "/v1/messages"
 	case rewrite.Gemini:
@@ -426,12 +428,16 @@ func (v *Vendor) parseBody(body []byte, c *call) bool {
 			IncludeUsage bool `json:"include_usage"`
 		} `json:"stream_options"`
 		Messages json.RawMessage `json:"messages"`
+		Input    json.RawMessage `json:"input"`
 	}
 	if err := json.Unmarshal(body, &req); err != nil {
 		return false
 	}
 	c.model, c.stream = req.Model, req.Stream
 	c.incomplete = isAbsent(req.Messages)
+	if v.shape == rewrite.OpenAIResponses {
+		c.incomplete = isAbsent(req.Input)
+	}
 	c.includeUsage = req.StreamOptions != nil && req.StreamOptions.IncludeUsage
 	c.tools = parseTools(v.shape, body)
 	return true
@@ -445,7 +451,7 @@ func isAbsent(raw json.RawMessage) bool {
 // setIDHeader sets the vendor's request id header.
 func (v *Vendor) setIDHeader(w http.ResponseWriter, c call) {
 	switch v.shape {
-	case rewrite.OpenAI:
+	case rewrite.OpenAI, rewrite.OpenAIResponses:
 		w.Header().Set("x-request-id", c.requestID)
 	case rewrite.Anthropic:
 		w.Header().Set("request-id", c.requestID)

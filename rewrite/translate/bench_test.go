@@ -32,6 +32,9 @@ import (
 //     and rewrite.InspectEvent per event). Both report ns/event and
 //     allocs/event.
 //
+// The Responses API's pairs and shape (responses_test.go) are measured
+// the same way, beside the chat pairs: benchPairs and benchShapes.
+//
 // Run: go test -run '^$' -bench . -benchtime 1s -count 5 ./rewrite/translate
 
 // chatBody builds a chat request of shape app of about size bytes, shaped
@@ -74,12 +77,23 @@ func chatBody(app rewrite.Shape, size int) []byte {
 		}
 		b.WriteString(`,{"role":"user","parts":[{"text":"And tomorrow?"}]}],"tools":[{"functionDeclarations":[{"name":"get_weather","parameters":{"type":"OBJECT","properties":{"city":{"type":"STRING"}},"required":["city"]}}]}],`)
 		b.WriteString(`"generationConfig":{"temperature":0.7,"maxOutputTokens":1024}}`)
+	case rewrite.OpenAIResponses:
+		b.WriteString(`{"model":"gpt-4.1","instructions":"You are a helpful assistant.\nAnswer briefly.","input":[`)
+		for i := 0; b.Len() < size-400; i++ {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `{"role":"user","content":"`+question+`"}`, i)
+			fmt.Fprintf(&b, `,{"type":"message","role":"assistant","content":[{"type":"output_text","text":"`+answer+`"}]}`, i)
+		}
+		b.WriteString(`,{"role":"user","content":"And tomorrow?"}],"tools":[{"type":"function","name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}],`)
+		b.WriteString(`"temperature":0.7,"max_output_tokens":1024,"stream":true}`)
 	}
 	return b.Bytes()
 }
 
 func TestChatBodiesAreRealistic(t *testing.T) {
-	for _, app := range rewrite.Shapes {
+	for _, app := range benchShapes {
 		body := chatBody(app, 10<<10)
 		if len(body) < 9<<10 || len(body) > 11<<10 {
 			t.Errorf("%s: %d bytes; want about 10 KB", app, len(body))
@@ -95,7 +109,7 @@ func TestChatBodiesAreRealistic(t *testing.T) {
 }
 
 func BenchmarkRequest10KB(b *testing.B) {
-	for _, p := range pairs {
+	for _, p := range benchPairs {
 		body := chatBody(p.from, 10<<10)
 		path := appPath(p.from, true)
 		o := ir.EncodeOptions{Model: upstreamModel[p.to]}
@@ -117,7 +131,7 @@ func BenchmarkRequest10KB(b *testing.B) {
 
 // BenchmarkFastPathSetModel10KB is BenchmarkRequest10KB's baseline.
 func BenchmarkFastPathSetModel10KB(b *testing.B) {
-	for _, app := range rewrite.Shapes {
+	for _, app := range benchShapes {
 		body := chatBody(app, 10<<10)
 		b.Run(string(app), func(b *testing.B) {
 			b.SetBytes(int64(len(body)))
@@ -132,7 +146,7 @@ func BenchmarkFastPathSetModel10KB(b *testing.B) {
 }
 
 func BenchmarkResponse(b *testing.B) {
-	for _, p := range pairs {
+	for _, p := range benchPairs {
 		req := decodeApp(b, p.from, false)
 		for _, kind := range []string{"text", "tool"} {
 			body := readFile(b, "upstream", string(p.to)+"_"+kind+".json")
@@ -159,6 +173,8 @@ func stream200(tb testing.TB, up rewrite.Shape) []byte {
 		path, body = "/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":1024,"stream":true,"messages":[{"role":"user","content":"Weather?"}]}`
 	case rewrite.Gemini:
 		path, body = "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse", `{"contents":[{"role":"user","parts":[{"text":"Weather?"}]}]}`
+	case rewrite.OpenAIResponses:
+		path, body = "/v1/responses", `{"model":"gpt-4.1","stream":true,"input":"Weather?"}`
 	}
 	chunks := 200
 	for range 3 {
@@ -204,10 +220,10 @@ func (p *perEvent) report() {
 
 func BenchmarkStream200(b *testing.B) {
 	streams := map[rewrite.Shape][]byte{}
-	for _, up := range rewrite.Shapes {
+	for _, up := range benchShapes {
 		streams[up] = stream200(b, up)
 	}
-	for _, p := range pairs {
+	for _, p := range benchPairs {
 		req := decodeApp(b, p.from, true)
 		upstream := streams[p.to]
 		b.Run(p.String(), func(b *testing.B) {
@@ -241,7 +257,7 @@ func BenchmarkStream200(b *testing.B) {
 // BenchmarkFastPathStream200 is BenchmarkStream200's baseline: the
 // same-shape pump over the same upstream stream.
 func BenchmarkFastPathStream200(b *testing.B) {
-	for _, up := range rewrite.Shapes {
+	for _, up := range benchShapes {
 		upstream := stream200(b, up)
 		b.Run(string(up), func(b *testing.B) {
 			b.SetBytes(int64(len(upstream)))
@@ -268,7 +284,7 @@ func BenchmarkFastPathStream200(b *testing.B) {
 // TestStream200IsTranslatable checks the benchmark's streams: 200 events
 // that every pair translates into the text they carry.
 func TestStream200IsTranslatable(t *testing.T) {
-	for _, p := range pairs {
+	for _, p := range benchPairs {
 		run := runStream(t, decodeApp(t, p.from, true), p, stream200(t, p.to))
 		if len(run.errs) > 0 {
 			t.Errorf("%s: %v", p, run.errs)

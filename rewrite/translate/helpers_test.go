@@ -46,6 +46,8 @@ var upstreamModel = map[rewrite.Shape]string{
 	rewrite.OpenAI:    "gpt-4o",
 	rewrite.Anthropic: "claude-sonnet-4-5",
 	rewrite.Gemini:    "gemini-2.5-flash",
+	// The Responses pairs (responses_test.go).
+	rewrite.OpenAIResponses: "gpt-4.1",
 }
 
 // appModel is the model each app fixture asks for (Gemini's is in the path).
@@ -59,6 +61,8 @@ func appPath(app rewrite.Shape, stream bool) string {
 		return "/chat/completions"
 	case rewrite.Anthropic:
 		return "/v1/messages"
+	case rewrite.OpenAIResponses:
+		return rewrite.ResponsesPath
 	}
 	if stream {
 		return "/v1beta/models/gemini-2.5-flash:streamGenerateContent"

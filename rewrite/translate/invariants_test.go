@@ -60,6 +60,8 @@ func checkStream(t testing.TB, app rewrite.Shape, out []byte, o streamCheck) sum
 		return checkOpenAIStream(t, evs, o)
 	case rewrite.Anthropic:
 		return checkAnthropicStream(t, evs, o)
+	case rewrite.OpenAIResponses:
+		return checkResponsesStream(t, evs, o)
 	}
 	return checkGeminiStream(t, evs, o)
 }

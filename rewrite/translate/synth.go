@@ -22,6 +22,7 @@ import (
 	"github.com/detour-proxy/detour/rewrite/gemini"
 	"github.com/detour-proxy/detour/rewrite/ir"
 	"github.com/detour-proxy/detour/rewrite/openai"
+	"github.com/detour-proxy/detour/rewrite/responses"
 	"github.com/detour-proxy/detour/rewrite/sse"
 )
 
@@ -69,6 +70,8 @@ func Synthesize(app rewrite.Shape, model string, r *ir.Response, stream, include
 		body, err = anthropic.EncodeResponse(r, model)
 	case rewrite.Gemini:
 		body, err = gemini.EncodeResponse(r, model)
+	case rewrite.OpenAIResponses:
+		body, err = responses.EncodeResponse(r, model)
 	}
 	if err != nil {
 		return "", nil, fmt.Errorf("translate: synthesize %s: %w", app, err)
@@ -146,6 +149,8 @@ func synthesizeStream(app rewrite.Shape, model string, r *ir.Response, includeUs
 		enc = openai.NewStreamEncoder(o)
 	case rewrite.Anthropic:
 		enc = anthropic.NewStreamEncoder(o)
+	case rewrite.OpenAIResponses:
+		enc = responses.NewStreamEncoder(o)
 	default:
 		enc = gemini.NewStreamEncoder(o)
 	}
@@ -229,6 +234,8 @@ func newAnswerID(app rewrite.Shape) string {
 		return "chatcmpl-" + randomToken(29)
 	case rewrite.Anthropic:
 		return "msg_01" + randomToken(22)
+	case rewrite.OpenAIResponses:
+		return "resp_" + randomToken(48)
 	}
 	return randomToken(23)
 }
@@ -280,6 +287,8 @@ func DecodeAnswer(shape rewrite.Shape, body []byte, stream bool) (*ir.Response, 
 		dec = anthropic.NewStreamDecoder()
 	case rewrite.Gemini:
 		dec = gemini.NewStreamDecoder()
+	case rewrite.OpenAIResponses:
+		dec = responses.NewStreamDecoder()
 	default:
 		return nil, fmt.Errorf("translate: decode answer: unknown shape %q", shape)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/detour-proxy/detour/rewrite/gemini"
 	"github.com/detour-proxy/detour/rewrite/ir"
 	"github.com/detour-proxy/detour/rewrite/openai"
+	"github.com/detour-proxy/detour/rewrite/responses"
 	"github.com/detour-proxy/detour/rewrite/sse"
 )
 
@@ -38,6 +39,8 @@ func DecodeRequest(app rewrite.Shape, body []byte, path string) (*ir.Request, er
 			return nil, fmt.Errorf("not a Gemini model endpoint: %s", path)
 		}
 		return gemini.DecodeRequest(body, model, method == "streamGenerateContent")
+	case rewrite.OpenAIResponses:
+		return responses.DecodeRequest(body)
 	}
 	return nil, fmt.Errorf("unknown shape %q", app)
 }
@@ -75,6 +78,9 @@ func EncodeRequest(req *ir.Request, up rewrite.Shape, o ir.EncodeOptions) (Upstr
 	case rewrite.Bedrock:
 		b, err := bedrock.EncodeRequest(req, o)
 		return Upstream{Path: bedrock.Path(o.Model, req.Stream), Body: b}, err
+	case rewrite.OpenAIResponses:
+		b, err := responses.EncodeRequest(req, o)
+		return Upstream{Path: rewrite.ResponsesPath, Body: b}, err
 	}
 	return Upstream{}, fmt.Errorf("unknown shape %q", up)
 }
@@ -100,6 +106,8 @@ func Response(req *ir.Request, app, up rewrite.Shape, body []byte) ([]byte, erro
 		return anthropic.EncodeResponse(r, req.Model)
 	case rewrite.Gemini:
 		return gemini.EncodeResponse(r, req.Model)
+	case rewrite.OpenAIResponses:
+		return responses.EncodeResponse(r, req.Model)
 	}
 	return nil, fmt.Errorf("unknown shape %q", app)
 }
@@ -115,6 +123,8 @@ func decodeResponse(shape rewrite.Shape, body []byte) (*ir.Response, error) {
 		return gemini.DecodeResponse(body)
 	case rewrite.Bedrock:
 		return bedrock.DecodeResponse(body)
+	case rewrite.OpenAIResponses:
+		return responses.DecodeResponse(body)
 	}
 	return nil, fmt.Errorf("unknown shape %q", shape)
 }
@@ -166,6 +176,8 @@ func NewStream(req *ir.Request, app, up rewrite.Shape) *Stream {
 		s.dec = gemini.NewStreamDecoder()
 	case rewrite.Bedrock:
 		s.dec = bedrock.NewStreamDecoder()
+	case rewrite.OpenAIResponses:
+		s.dec = responses.NewStreamDecoder()
 	}
 	o := ir.StreamOptions{Model: req.Model, IncludeUsage: req.IncludeUsage}
 	switch app {
@@ -175,6 +187,8 @@ func NewStream(req *ir.Request, app, up rewrite.Shape) *Stream {
 		s.enc = anthropic.NewStreamEncoder(o)
 	case rewrite.Gemini:
 		s.enc = gemini.NewStreamEncoder(o)
+	case rewrite.OpenAIResponses:
+		s.enc = responses.NewStreamEncoder(o)
 	}
 	return s
 }
@@ -234,4 +248,6 @@ var (
 	_ streamEncoder = (*openai.StreamEncoder)(nil)
 	_ streamEncoder = (*anthropic.StreamEncoder)(nil)
 	_ streamEncoder = (*gemini.StreamEncoder)(nil)
+	_ streamDecoder = (*responses.StreamDecoder)(nil)
+	_ streamEncoder = (*responses.StreamEncoder)(nil)
 )
