@@ -14,7 +14,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/detour-proxy/detour/internal/admin"
 	"github.com/detour-proxy/detour/internal/chain"
+	"github.com/detour-proxy/detour/internal/health"
 	"github.com/detour-proxy/detour/policy"
 	"github.com/detour-proxy/detour/rewrite"
 	"github.com/detour-proxy/detour/rewrite/ir"
@@ -260,6 +262,11 @@ func policyExplain(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(w, "  %d. %s\t%s %s\tmodel %s\t%s\tauth: %s\ttimeouts: connect %s, first byte %s, idle %s%s\n",
 			i+1, u.Name, u.Shape, u.BaseURL, m, how, authText(u, route.Shape), u.Timeouts.Connect, u.Timeouts.FirstByte, u.Timeouts.Idle, limits)
 	}
+	var windows map[string]health.Window
+	if live != nil {
+		windows = running.windows
+	}
+	explainSelection(w, route, chain, p, model, body, windows, liveErr)
 	var retries []string
 	for _, cl := range policy.Classes {
 		if a := c.Action(cl); a.Retries > 0 && a.Then == policy.Fallback {
@@ -273,6 +280,9 @@ func policyExplain(args []string, stdout, stderr io.Writer) error {
 	if c.Breaker.Enabled {
 		fmt.Fprintf(w, "breaker:\topens after %d failures or %d timeouts in a row (or rates %.0f%% / %.0f%% over %d attempts), half-open after %s with %d probes\n",
 			c.Breaker.ConsecutiveFailures, c.Breaker.ConsecutiveTimeouts, c.Breaker.FailureRate*100, c.Breaker.TimeoutRate*100, c.Breaker.Window, c.Breaker.OpenFor, c.Breaker.HalfOpenProbes)
+		if c.Breaker.Recovery > 0 {
+			fmt.Fprintf(w, "\tonce closed, its upstream ramps over %s: 10 %%, 50 %%, then 100 %% of requests (the last upstream of a chain is never ramped away)\n", c.Breaker.Recovery)
+		}
 	} else {
 		fmt.Fprintf(w, "breaker:\toff\n")
 	}
@@ -324,6 +334,9 @@ type runningDetour struct {
 	addr                           string
 	version, hash, source, trigger string
 	upstreams                      map[string]liveCooldown
+	// windows are the upstreams' selection windows; nil when its /status
+	// has none.
+	windows map[string]health.Window
 }
 
 // askRunning asks a running detour's admin listener which policy it runs
@@ -382,6 +395,7 @@ func askRunning(flagAddr string, c *policy.Compiled) (runningDetour, error) {
 			Breaker        *struct {
 				State string `json:"state"`
 			} `json:"breaker"`
+			Window *admin.WindowJSON `json:"window"`
 		} `json:"upstreams"`
 	}
 	if err := json.NewDecoder(body).Decode(&st); err != nil {
@@ -402,6 +416,12 @@ func askRunning(flagAddr string, c *policy.Compiled) (runningDetour, error) {
 		}
 		if lc != (liveCooldown{}) {
 			out.upstreams[name] = lc
+		}
+		if u.Window != nil {
+			if out.windows == nil {
+				out.windows = map[string]health.Window{}
+			}
+			out.windows[name] = windowOf(u.Window)
 		}
 	}
 	return out, nil
