@@ -42,6 +42,22 @@ func rampStep(elapsed, recovery time.Duration) int {
 	return int(elapsed * time.Duration(len(rampSteps)) / recovery)
 }
 
+// RecoveryStep says where a ramp of length recovery stands at now for a
+// breaker that closed at since: the share of requests admitted ("10 %") and
+// when that step ends. ok is false when there is no ramp (recovery off, a
+// zero since, or the ramp over or at its 100 % step). For `detour policy
+// explain`, which judges a running detour's breakers by the same steps.
+func RecoveryStep(since, now time.Time, recovery time.Duration) (share string, until time.Time, ok bool) {
+	if recovery <= 0 || since.IsZero() {
+		return "", time.Time{}, false
+	}
+	i := rampStep(now.Sub(since), recovery)
+	if i >= len(rampSteps) || rampSteps[i].share >= 1 {
+		return "", time.Time{}, false
+	}
+	return rampSteps[i].pct, since.Add(recovery * time.Duration(i+1) / time.Duration(len(rampSteps))), true
+}
+
 // rampedAway reports whether this request skips u because u is recovering:
 // its breaker closed less than breaker.recovery ago and this request's draw
 // (Runner.Rand) fell outside the share of its step. The skip is recorded
@@ -67,7 +83,7 @@ func (s *session) rampedAway(u *policy.Upstream, last bool, now time.Time) bool 
 	if float64(s.r.random()>>11)/(1<<53) < rampSteps[i].share {
 		return false
 	}
-	stepEnd := b.Since.Add(recovery * time.Duration(i+1) / time.Duration(len(rampSteps)))
+	_, stepEnd, _ := RecoveryStep(b.Since, now, recovery)
 	s.skip(u.Name, "recovering: "+rampSteps[i].pct+" of traffic until "+stepEnd.UTC().Format(time.RFC3339)+
 		" (breaker closed "+strconv.FormatFloat(now.Sub(b.Since).Seconds(), 'f', -1, 64)+"s ago; breaker.recovery "+recovery.String()+")")
 	// The skip is this request's draw, not the upstream's state: the next

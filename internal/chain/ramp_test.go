@@ -133,3 +133,37 @@ func TestRecoveryNeverRampsAwayTheLastUpstream(t *testing.T) {
 		t.Errorf("%d draws; want none for the last upstream", n)
 	}
 }
+
+func TestRecoveryStepsAreThirdsOfRecovery(t *testing.T) {
+	t.Parallel()
+	closed := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		after time.Duration
+		share string
+		until time.Duration
+		ok    bool
+	}{
+		{0, "10 %", 30 * time.Second, true},
+		{29 * time.Second, "10 %", 30 * time.Second, true},
+		{30 * time.Second, "50 %", 60 * time.Second, true},
+		{59 * time.Second, "50 %", 60 * time.Second, true},
+		{60 * time.Second, "", 0, false}, // the last third admits every request
+		{90 * time.Second, "", 0, false},
+		{-time.Second, "10 %", 30 * time.Second, true}, // a clock that went back starts over
+	} {
+		share, until, ok := chain.RecoveryStep(closed, closed.Add(tc.after), 90*time.Second)
+		var want time.Time
+		if tc.ok {
+			want = closed.Add(tc.until)
+		}
+		if share != tc.share || !until.Equal(want) || ok != tc.ok {
+			t.Errorf("%s after the close: %q until %v, %v; want %q until %v, %v", tc.after, share, until, ok, tc.share, want, tc.ok)
+		}
+	}
+	if _, _, ok := chain.RecoveryStep(closed, closed, 0); ok {
+		t.Error("a ramp with recovery 0; want none")
+	}
+	if _, _, ok := chain.RecoveryStep(time.Time{}, closed, time.Minute); ok {
+		t.Error("a ramp for a breaker that never closed; want none")
+	}
+}

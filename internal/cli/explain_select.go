@@ -90,3 +90,9 @@ func windowOf(j *admin.WindowJSON) health.Window {
 	}
 	return w
 }
+
+// recoveryNow is chain.RecoveryStep at the wall clock's now, which is the
+// running detour's (its /status reports times on it).
+func recoveryNow(since time.Time, recovery time.Duration) (share string, until time.Time, ok bool) {
+	return chain.RecoveryStep(since, time.Now(), recovery)
+}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/detour-proxy/detour/internal/admin"
 )
@@ -159,5 +160,50 @@ func TestPolicyExplainSelectionShowsPreFilterSkips(t *testing.T) {
 	}
 	if !hasLine(out, "chosen:", "a (then") {
 		t.Errorf("explain lacks the choice:\n%s", out)
+	}
+}
+
+// TestPolicyExplainShowsARecoveringUpstream: a running detour's breaker
+// that closed less than breaker.recovery ago is shown with the share it
+// admits now.
+func TestPolicyExplainShowsARecoveringUpstream(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	pol := filepath.Join(dir, "p.json")
+	os.WriteFile(pol, []byte(`{
+  "upstreams": {
+    "a": {"shape": "openai", "base_url": "https://api.openai.com/v1", "auth": {"from": "client"}},
+    "b": {"shape": "openai", "base_url": "https://b.example.com/v1", "auth": {"none": true}}
+  },
+  "routes": [{"name": "chat", "match": {"host": "api.openai.com", "path": "/v1/chat/completions"}, "chain": ["a", "b"]}],
+  "breaker": {"recovery": "1h"}
+}`), 0o644)
+	req := filepath.Join(dir, "req.json")
+	os.WriteFile(req, []byte(`{"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}`), 0o644)
+	c, err := compileFile(pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st admin.StatusJSON
+	st.Policy.Hash = c.Hash
+	// Closed a minute ago: in the first third of an hour's ramp. b, the
+	// last upstream, is never ramped away, so it shows no ramp.
+	closed := time.Now().Add(-time.Minute).UTC()
+	st.Upstreams = map[string]admin.UpstreamJSON{
+		"a": {Breaker: &admin.BreakerJSON{State: "closed", Since: closed}},
+		"b": {Breaker: &admin.BreakerJSON{State: "closed", Since: closed}},
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { json.NewEncoder(w).Encode(st) }))
+	defer srv.Close()
+	out := explainLines(t, pol, "--request", req, "--admin", strings.TrimPrefix(srv.URL, "http://"))
+	until := closed.Add(20 * time.Minute).Format(time.RFC3339)
+	if !hasLine(out, "1. a", "recovering now: admitted for 10 % of requests until "+until+" (breaker.recovery 1h0m0s)") {
+		t.Errorf("explain does not show a recovering:\n%s", out)
+	}
+	if strings.Contains(out, "2. b  recovering") || strings.Count(out, "recovering now") != 1 {
+		t.Errorf("explain shows the last upstream recovering:\n%s", out)
+	}
+	if !hasLine(out, "once closed, its upstream ramps over 1h0m0s: 10 %, 50 %, then 100 % of requests") {
+		t.Errorf("explain lacks breaker.recovery in the breaker settings:\n%s", out)
 	}
 }

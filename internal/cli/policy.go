@@ -239,6 +239,12 @@ func policyExplain(args []string, stdout, stderr io.Writer) error {
 				fmt.Fprintf(w, "  %d. %s\tbreaker %s, but tried anyway as the last upstream (never_skip_last)\n", i+1, u.Name, cd.breaker)
 			}
 		}
+		if cd := live[u.Name]; c.Breaker.Enabled && cd.breaker == "closed" && !last {
+			if share, until, ok := recoveryNow(cd.since, c.Breaker.Recovery); ok {
+				fmt.Fprintf(w, "  %d. %s	recovering now: admitted for %s of requests until %s (breaker.recovery %s), skipped for the others\n",
+					i+1, u.Name, share, until.UTC().Format(time.RFC3339), c.Breaker.Recovery)
+			}
+		}
 		how := "fast path: body forwarded as bytes"
 		switch {
 		case u.Shape != route.Shape:
@@ -327,7 +333,12 @@ func policyExplain(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-type liveCooldown struct{ until, reason, breaker string }
+type liveCooldown struct {
+	until, reason, breaker string
+	// since is when the breaker entered its state (a closed one: when it
+	// closed, for breaker.recovery).
+	since time.Time
+}
 
 // runningDetour is what a running detour's /status says.
 type runningDetour struct {
@@ -393,7 +404,8 @@ func askRunning(flagAddr string, c *policy.Compiled) (runningDetour, error) {
 			CooldownUntil  *time.Time `json:"cooldown_until"`
 			CooldownReason string     `json:"cooldown_reason"`
 			Breaker        *struct {
-				State string `json:"state"`
+				State string    `json:"state"`
+				Since time.Time `json:"since"`
 			} `json:"breaker"`
 			Window *admin.WindowJSON `json:"window"`
 		} `json:"upstreams"`
@@ -412,7 +424,7 @@ func askRunning(flagAddr string, c *policy.Compiled) (runningDetour, error) {
 			lc.until, lc.reason = u.CooldownUntil.UTC().Format(time.RFC3339), u.CooldownReason
 		}
 		if u.Breaker != nil {
-			lc.breaker = u.Breaker.State
+			lc.breaker, lc.since = u.Breaker.State, u.Breaker.Since
 		}
 		if lc != (liveCooldown{}) {
 			out.upstreams[name] = lc
