@@ -338,7 +338,12 @@ func scoredChoice(sel *policy.Selection, chain []*policy.Upstream, elig []int, c
 			}
 			continue
 		}
-		score := Score(sel.Score, u, w, price(u, model))
+		p := 0.0
+		if sel.Score.Cost > 0 {
+			// Only when it counts: a price is a glob match per upstream.
+			p = price(u, model)
+		}
+		score := Score(sel.Score, u, w, p)
 		c.Scored, c.Score = true, score
 		if best < 0 || score < bestScore {
 			best, bestScore = i, score
