@@ -747,6 +747,7 @@ func (k *compiler) breaker(bf *BreakerFile) {
 	b.TimeoutRate = k.fraction("breaker.timeout_rate", bf.TimeoutRate, b.TimeoutRate)
 	b.OpenFor = k.duration("breaker.open_for", bf.OpenFor, b.OpenFor)
 	b.HalfOpenProbes = k.count("breaker.half_open_probes", bf.HalfOpenProbes, b.HalfOpenProbes, 0)
+	b.Recovery = k.breakerRecovery(bf.Recovery, b.Enabled)
 }
 
 func (k *compiler) cache(cf *CacheFile) {

@@ -341,6 +341,10 @@ type BreakerPolicy struct {
 	// HalfOpenProbes (K) is how many probes a half-open breaker admits; all
 	// K must succeed to close it. 0 (or less) means 1.
 	HalfOpenProbes int
+	// Recovery is how long after the breaker closed its upstream's traffic
+	// ramps up (RecoveryShare); 0 (or less) turns the ramp off. The breaker
+	// itself ignores it: the chain applies it.
+	Recovery time.Duration
 }
 
 // CachePolicy configures the response cache. Every field is filled, even

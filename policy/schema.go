@@ -457,6 +457,11 @@ type BreakerFile struct {
 	// all must succeed to close it, one failure opens it again. 0 or
 	// absent: DefaultBreakerHalfOpenProbes.
 	HalfOpenProbes int `json:"half_open_probes,omitempty"`
+	// Recovery is how long, after a breaker closes from half-open, traffic
+	// to its upstream ramps up instead of returning all at once (see
+	// policy/recovery.go for the steps). At most MaxBreakerRecovery. 0 or
+	// absent: no ramp, the upstream takes its full share at once.
+	Recovery Duration `json:"recovery,omitempty"`
 }
 
 // ClassifierFile configures the request tier classifier (Classifier.Classify)

@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -167,5 +168,36 @@ func TestE2EScoredSlowPrimaryLosesAndWinsBackWithOpenAISDK(t *testing.T) {
 	}
 	if withSelection == 0 {
 		t.Error("no request log line carries the scored selection")
+	}
+}
+
+// detour serve's /status shows each upstream's selection window, fed by
+// the runner's attempts (the window policy explain scores from).
+func TestServeStatusShowsSelectionWindows(t *testing.T) {
+	t.Parallel()
+	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
+	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
+	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
+	if _, err := openaiClient(h).Chat.Completions.New(ctxT(t), chatParams()); err != nil {
+		t.Fatal(err)
+	}
+	h.WaitRecord(t, h.LastRequestID(t))
+	resp, err := http.Get(h.AdminURL.String() + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Upstreams map[string]struct {
+			Window *struct {
+				Samples int `json:"samples"`
+			} `json:"window"`
+		} `json:"upstreams"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	if w := st.Upstreams["primary"].Window; w == nil || w.Samples != 1 {
+		t.Errorf("primary's window = %+v; want one sample", w)
 	}
 }

@@ -259,7 +259,7 @@ func Serve(ctx context.Context, opts Options) error {
 		adminSrv := &http.Server{
 			Handler: admin.NewHandler(admin.Options{
 				Store: store, Health: hr, Metrics: metrics, Ready: readiness.Check, Log: logger,
-				CacheLen: runner.CacheLen, Probes: probes.Status,
+				CacheLen: runner.CacheLen, Probes: probes.Status, Windows: runner.Windows(),
 			}),
 			ReadHeaderTimeout: ReadHeaderTimeout,
 			IdleTimeout:       IdleConnTimeout,

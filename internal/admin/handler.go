@@ -54,6 +54,10 @@ type Options struct {
 	// Probes reports the active probes' status by upstream for /status
 	// (probe.Manager.Status); nil: every upstream's probe is null.
 	Probes func() map[string]probe.Status
+	// Windows are the windows scored selections judge the upstreams by
+	// (chain.Runner.Windows), shown per upstream in /status as window;
+	// nil: every upstream's window is null.
+	Windows *health.Windows
 }
 
 // NewHandler returns the admin listener's handler:

@@ -59,6 +59,8 @@ type ResilienceJSON struct {
 		MinRequests         int     `json:"min_requests"`
 		OpenFor             string  `json:"open_for"`
 		HalfOpenProbes      int     `json:"half_open_probes"`
+		// Recovery is breaker.recovery, "0s" when traffic does not ramp.
+		Recovery string `json:"recovery"`
 	} `json:"breaker"`
 }
 
@@ -172,6 +174,44 @@ type UpstreamJSON struct {
 	Requests uint64 `json:"requests"`
 	// Probe is the upstream's active probe; null when it is not probed.
 	Probe *ProbeJSON `json:"probe"`
+	// Window is the window a scored selection judges the upstream by;
+	// null when the admin listener has none (Options.Windows).
+	Window *WindowJSON `json:"window"`
+}
+
+// WindowJSON is one upstream's selection window (health.Window): the last
+// health.WindowSize counted attempts within health.WindowAge.
+type WindowJSON struct {
+	// Samples is how many counted attempts it holds; Successes how many of
+	// them succeeded.
+	Samples   int `json:"samples"`
+	Successes int `json:"successes"`
+	// SuccessRate and FailureRate are over Samples; SuccessRate is null
+	// when there are none.
+	SuccessRate *float64 `json:"success_rate"`
+	FailureRate float64  `json:"failure_rate"`
+	// P95Ms is the 95th percentile latency of the successes to the commit
+	// point; null when there is none. (The window keeps no p50: the
+	// upstream's p50_ms above is from its recent stats.)
+	P95Ms    *float64 `json:"p95_ms"`
+	InFlight int      `json:"in_flight"`
+}
+
+// windowOf is the window of the named upstream, or nil without windows.
+func (h *handler) windowOf(name string, now time.Time) *WindowJSON {
+	if h.opts.Windows == nil {
+		return nil
+	}
+	w := h.opts.Windows.Read(name, now)
+	j := &WindowJSON{Samples: w.Samples, Successes: w.Successes, FailureRate: w.FailureRate, InFlight: w.InFlight}
+	if w.Samples > 0 {
+		rate := 1 - w.FailureRate
+		j.SuccessRate = &rate
+	}
+	if w.Successes > 0 {
+		j.P95Ms = msPtr(w.P95)
+	}
+	return j
 }
 
 func (h *handler) status(w http.ResponseWriter, _ *http.Request) {
@@ -238,6 +278,7 @@ func (h *handler) statusOf(now time.Time) StatusJSON {
 			u.P50Ms, u.P95Ms = msPtr(s.P50), msPtr(s.P95)
 		}
 		u.Probe = probeOf(probes, name)
+		u.Window = h.windowOf(name, now)
 		st.Upstreams[name] = u
 	}
 	return st
@@ -271,6 +312,7 @@ func resilienceOf(c *policy.Compiled) ResilienceJSON {
 	r.Breaker.Enabled, r.Breaker.ConsecutiveFailures, r.Breaker.FailureRate = b.Enabled, b.ConsecutiveFailures, b.FailureRate
 	r.Breaker.ConsecutiveTimeouts, r.Breaker.TimeoutRate, r.Breaker.Window, r.Breaker.MinRequests = b.ConsecutiveTimeouts, b.TimeoutRate, b.Window, b.MinRequests
 	r.Breaker.OpenFor, r.Breaker.HalfOpenProbes = b.OpenFor.String(), b.HalfOpenProbes
+	r.Breaker.Recovery = b.Recovery.String()
 	return r
 }
 

@@ -176,6 +176,9 @@ func (s *session) admit(u *policy.Upstream, last bool) (gate, bool) {
 	}
 	var g gate
 	if s.pol.Breaker.Enabled {
+		if s.rampedAway(u, last, now) {
+			return gate{}, false
+		}
 		t, ok, why := s.r.Health.BreakerAllow(u.Name, s.pol.Breaker, now)
 		switch {
 		case ok:

@@ -125,6 +125,13 @@ func (r *Runner) price(u *policy.Upstream, model string) float64 {
 	if r.Price != nil {
 		return r.Price(u, model)
 	}
+	return BlendedPrice(u, model)
+}
+
+// BlendedPrice is the cost term's price of u for model when the Runner has
+// no Price of its own: u's prices blended 3:1 input to output, USD per 1M
+// tokens; 0 when u has none for model.
+func BlendedPrice(u *policy.Upstream, model string) float64 {
 	if p, ok := u.PriceFor(model); ok {
 		return (3*p.Input + p.Output) / 4
 	}
@@ -235,10 +242,14 @@ func (s *session) selectChain(chain []*policy.Upstream) (out []*policy.Upstream,
 func (s *session) mappable(u *policy.Upstream, c *SelectionCandidate) (string, bool) {
 	m, ok := u.MapModel(s.model)
 	if !ok {
-		c.SkippedReason = "no models entry matches the request's model"
+		c.SkippedReason = noModelsEntry
 	}
 	return m, ok
 }
+
+// noModelsEntry is the skipped reason of a candidate that does not serve
+// the request's model.
+const noModelsEntry = "no models entry matches the request's model"
 
 // chooseWeighted draws the first upstream in proportion to its weight: at
 // random, or, when sticky, by rendezvous hashing of the conversation, which
@@ -300,16 +311,25 @@ func (s *session) chooseWeighted(chain []*policy.Upstream, elig []int, cands []S
 // chain order; else the judged upstream with the lowest score, ties to the
 // earlier in chain order. -1: none is either.
 func (s *session) chooseScored(chain []*policy.Upstream, elig []int, cands []SelectionCandidate) int {
-	sel := &s.route.Select
 	now := s.r.now()
+	return scoredChoice(&s.route.Select, chain, elig, cands, s.model,
+		func(name string) health.Window { return s.r.windows.Read(name, now) }, s.r.price)
+}
+
+// scoredChoice is chooseScored on windows read by window and prices by
+// price: the one place the rules of a scored choice live, for the runner
+// and for `detour policy explain` (ExplainSelection) alike.
+func scoredChoice(sel *policy.Selection, chain []*policy.Upstream, elig []int, cands []SelectionCandidate, appModel string,
+	window func(name string) health.Window, price func(u *policy.Upstream, model string) float64) int {
 	best, bestScore, trial := -1, 0.0, -1
 	for _, i := range elig {
 		u, c := chain[i], &cands[i]
-		model, ok := s.mappable(u, c)
+		model, ok := u.MapModel(appModel)
 		if !ok {
+			c.SkippedReason = noModelsEntry
 			continue
 		}
-		w := s.r.windows.Read(u.Name, now)
+		w := window(u.Name)
 		c.Samples, c.P95, c.FailureRate = w.Samples, w.P95, w.FailureRate
 		if w.Samples < sel.MinSamples {
 			c.Trial = true
@@ -318,16 +338,12 @@ func (s *session) chooseScored(chain []*policy.Upstream, elig []int, cands []Sel
 			}
 			continue
 		}
-		p95 := w.P95
-		if w.Successes == 0 {
-			// Nothing succeeded: what the upstream costs is waiting
-			// for it to fail, at worst its first_byte timeout.
-			p95 = u.Timeouts.FirstByte
-		}
-		score := sel.Score.Latency*p95.Seconds() + sel.Score.Errors*w.FailureRate
+		p := 0.0
 		if sel.Score.Cost > 0 {
-			score += sel.Score.Cost * s.r.price(u, model)
+			// Only when it counts: a price is a glob match per upstream.
+			p = price(u, model)
 		}
+		score := Score(sel.Score, u, w, p)
 		c.Scored, c.Score = true, score
 		if best < 0 || score < bestScore {
 			best, bestScore = i, score
@@ -337,6 +353,23 @@ func (s *session) chooseScored(chain []*policy.Upstream, elig []int, cands []Sel
 		return trial
 	}
 	return best
+}
+
+// Score is a scored selection's score of u over its window w at price (USD
+// per 1M tokens, Runner.Price's meaning): weights.Latency·p95 (seconds) +
+// weights.Errors·failure rate + weights.Cost·price. Lower wins. An upstream
+// with no success in its window is charged its first_byte timeout as p95:
+// what it costs is waiting for it to fail.
+func Score(weights policy.Score, u *policy.Upstream, w health.Window, price float64) float64 {
+	p95 := w.P95
+	if w.Successes == 0 {
+		p95 = u.Timeouts.FirstByte
+	}
+	score := weights.Latency*p95.Seconds() + weights.Errors*w.FailureRate
+	if weights.Cost > 0 {
+		score += weights.Cost * price
+	}
+	return score
 }
 
 // requestNeeds reads, from the app's request decoded, the capabilities it
@@ -350,6 +383,12 @@ func (s *session) requestNeeds() (need policy.Capabilities, tokens, maxTokens in
 	if err != nil || req == nil {
 		return 0, 0, 0, false
 	}
+	need, tokens, maxTokens = needsOf(req)
+	return need, tokens, maxTokens, true
+}
+
+// needsOf is requestNeeds of a decoded request.
+func needsOf(req *ir.Request) (need policy.Capabilities, tokens, maxTokens int) {
 	if len(req.Tools) > 0 {
 		need |= policy.CapTools
 	}
@@ -371,7 +410,7 @@ func (s *session) requestNeeds() (need policy.Capabilities, tokens, maxTokens in
 		}
 	}
 	_, chars, _ := req.PromptStats()
-	return need, (chars + 3) / 4, req.MaxTokens, true
+	return need, (chars + 3) / 4, req.MaxTokens
 }
 
 // filterReason says why u cannot take the request, and the class of the

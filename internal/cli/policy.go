@@ -14,7 +14,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/detour-proxy/detour/internal/admin"
 	"github.com/detour-proxy/detour/internal/chain"
+	"github.com/detour-proxy/detour/internal/health"
 	"github.com/detour-proxy/detour/policy"
 	"github.com/detour-proxy/detour/rewrite"
 	"github.com/detour-proxy/detour/rewrite/ir"
@@ -237,6 +239,12 @@ func policyExplain(args []string, stdout, stderr io.Writer) error {
 				fmt.Fprintf(w, "  %d. %s\tbreaker %s, but tried anyway as the last upstream (never_skip_last)\n", i+1, u.Name, cd.breaker)
 			}
 		}
+		if cd := live[u.Name]; c.Breaker.Enabled && cd.breaker == "closed" && !last {
+			if share, until, ok := recoveryNow(cd.since, c.Breaker.Recovery); ok {
+				fmt.Fprintf(w, "  %d. %s	recovering now: admitted for %s of requests until %s (breaker.recovery %s), skipped for the others\n",
+					i+1, u.Name, share, until.UTC().Format(time.RFC3339), c.Breaker.Recovery)
+			}
+		}
 		how := "fast path: body forwarded as bytes"
 		switch {
 		case u.Shape != route.Shape:
@@ -260,6 +268,11 @@ func policyExplain(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(w, "  %d. %s\t%s %s\tmodel %s\t%s\tauth: %s\ttimeouts: connect %s, first byte %s, idle %s%s\n",
 			i+1, u.Name, u.Shape, u.BaseURL, m, how, authText(u, route.Shape), u.Timeouts.Connect, u.Timeouts.FirstByte, u.Timeouts.Idle, limits)
 	}
+	var windows map[string]health.Window
+	if live != nil {
+		windows = running.windows
+	}
+	explainSelection(w, route, chain, p, model, body, windows, liveErr)
 	var retries []string
 	for _, cl := range policy.Classes {
 		if a := c.Action(cl); a.Retries > 0 && a.Then == policy.Fallback {
@@ -273,6 +286,9 @@ func policyExplain(args []string, stdout, stderr io.Writer) error {
 	if c.Breaker.Enabled {
 		fmt.Fprintf(w, "breaker:\topens after %d failures or %d timeouts in a row (or rates %.0f%% / %.0f%% over %d attempts), half-open after %s with %d probes\n",
 			c.Breaker.ConsecutiveFailures, c.Breaker.ConsecutiveTimeouts, c.Breaker.FailureRate*100, c.Breaker.TimeoutRate*100, c.Breaker.Window, c.Breaker.OpenFor, c.Breaker.HalfOpenProbes)
+		if c.Breaker.Recovery > 0 {
+			fmt.Fprintf(w, "\tonce closed, its upstream ramps over %s: 10 %%, 50 %%, then 100 %% of requests (the last upstream of a chain is never ramped away)\n", c.Breaker.Recovery)
+		}
 	} else {
 		fmt.Fprintf(w, "breaker:\toff\n")
 	}
@@ -317,13 +333,21 @@ func policyExplain(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-type liveCooldown struct{ until, reason, breaker string }
+type liveCooldown struct {
+	until, reason, breaker string
+	// since is when the breaker entered its state (a closed one: when it
+	// closed, for breaker.recovery).
+	since time.Time
+}
 
 // runningDetour is what a running detour's /status says.
 type runningDetour struct {
 	addr                           string
 	version, hash, source, trigger string
 	upstreams                      map[string]liveCooldown
+	// windows are the upstreams' selection windows; nil when its /status
+	// has none.
+	windows map[string]health.Window
 }
 
 // askRunning asks a running detour's admin listener which policy it runs
@@ -380,8 +404,10 @@ func askRunning(flagAddr string, c *policy.Compiled) (runningDetour, error) {
 			CooldownUntil  *time.Time `json:"cooldown_until"`
 			CooldownReason string     `json:"cooldown_reason"`
 			Breaker        *struct {
-				State string `json:"state"`
+				State string    `json:"state"`
+				Since time.Time `json:"since"`
 			} `json:"breaker"`
+			Window *admin.WindowJSON `json:"window"`
 		} `json:"upstreams"`
 	}
 	if err := json.NewDecoder(body).Decode(&st); err != nil {
@@ -398,10 +424,16 @@ func askRunning(flagAddr string, c *policy.Compiled) (runningDetour, error) {
 			lc.until, lc.reason = u.CooldownUntil.UTC().Format(time.RFC3339), u.CooldownReason
 		}
 		if u.Breaker != nil {
-			lc.breaker = u.Breaker.State
+			lc.breaker, lc.since = u.Breaker.State, u.Breaker.Since
 		}
 		if lc != (liveCooldown{}) {
 			out.upstreams[name] = lc
+		}
+		if u.Window != nil {
+			if out.windows == nil {
+				out.windows = map[string]health.Window{}
+			}
+			out.windows[name] = windowOf(u.Window)
 		}
 	}
 	return out, nil
