@@ -1,7 +1,8 @@
 // Package health keeps the state that decides whether an upstream should be
 // tried at all — cooldowns, circuit breakers (breaker.go), client-side
-// limits (limits.go); budgets later — and the recent traffic an operator
-// reads in /status (in flight, success rate, latency percentiles). State is
+// limits (limits.go), budget spend (budget.go), the windows scored
+// selection reads (window.go) — and the recent traffic an operator reads in
+// /status (in flight, success rate, latency percentiles). State is
 // keyed by upstream name and lives outside the policy, so it survives a
 // policy reload (an upstream that ran out of quota stays cooling down when an
 // unrelated route changes).
