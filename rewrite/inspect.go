@@ -462,14 +462,16 @@ func ExtractUsage(shape Shape, data []byte) (u Usage, ok bool) {
 	return extractUsage(shape, data)
 }
 
-// extractUsage is ExtractUsage without the byte pre-check.
-func extractUsage(shape Shape, data []byte) (u Usage, ok bool) {
+// usageMembers finds the usage object of one answer or stream event of
+// shape (Gemini's usageMetadata, everyone else's usage) and, for
+// Anthropic, the message that message_start nests its usage in. The last
+// of duplicate keys wins, as with encoding/json. ok is false when data is
+// not a well-formed JSON object.
+func usageMembers(shape Shape, data []byte) (usage, message []byte, ok bool) {
 	it, isContainer := jsonscan.Scan(data)
 	if !isContainer || !it.IsObject() {
-		return Usage{}, false
+		return nil, nil, false
 	}
-	// The last of duplicate keys wins, as with encoding/json.
-	var usage, message []byte
 	for {
 		m, more := it.Next()
 		if !more {
@@ -483,7 +485,13 @@ func extractUsage(shape Shape, data []byte) (u Usage, ok bool) {
 			message = m.Value()
 		}
 	}
-	if it.End() != nil {
+	return usage, message, it.End() == nil
+}
+
+// extractUsage is ExtractUsage without the byte pre-check.
+func extractUsage(shape Shape, data []byte) (u Usage, ok bool) {
+	usage, message, ok := usageMembers(shape, data)
+	if !ok {
 		return Usage{}, false
 	}
 	switch shape {

@@ -18,25 +18,8 @@ func ExtractCachedInput(shape Shape, data []byte) (n int64, ok bool) {
 	if !mayHoldUsage(data) {
 		return 0, false
 	}
-	it, isContainer := jsonscan.Scan(data)
-	if !isContainer || !it.IsObject() {
-		return 0, false
-	}
-	var usage, message []byte
-	for {
-		m, more := it.Next()
-		if !more {
-			break
-		}
-		switch {
-		case shape == Gemini && m.KeyIs("usageMetadata"),
-			shape != Gemini && m.KeyIs("usage"):
-			usage = m.Value()
-		case shape == Anthropic && m.KeyIs("message"):
-			message = m.Value()
-		}
-	}
-	if it.End() != nil {
+	usage, message, ok := usageMembers(shape, data)
+	if !ok {
 		return 0, false
 	}
 	if message != nil {
