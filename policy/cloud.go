@@ -18,6 +18,14 @@ const (
 	ShapeBedrock     = "bedrock"
 )
 
+// The shapes an error message offers, kept beside the constants so that a
+// new shape is named where it is added: an upstream may speak any of them; a
+// route's shape is what the app speaks, which is never a cloud's.
+const (
+	upstreamShapes = "openai, anthropic, gemini, openai-responses, azure-openai, bedrock"
+	appShapes      = "openai, anthropic, gemini, openai-responses"
+)
+
 // CloudKind names the cloud whose addressing and credentials an upstream
 // uses.
 type CloudKind string

@@ -342,7 +342,7 @@ func (k *compiler) upstream(name string, uf UpstreamFile, base Timeouts) *Upstre
 	}
 	u := &Upstream{Name: name, Shape: wireShape(uf.Shape), Headers: http.Header{}}
 	if !u.Shape.Valid() && u.Shape != rewrite.Bedrock {
-		k.errorf(p+".shape", "must be one of openai, anthropic, gemini; got %q (or static, for an upstream that answers with fixed text)", uf.Shape)
+		k.errorf(p+".shape", "must be one of %s; got %q (or static, for an upstream that answers with fixed text)", upstreamShapes, uf.Shape)
 		ok = false
 	}
 	cloudAuth := k.cloud(p, uf, u)
@@ -559,7 +559,7 @@ func (k *compiler) route(i int, rf RouteFile, names map[string]int, ups map[stri
 	if rf.Shape != "" {
 		r.Shape = rewrite.Shape(rf.Shape)
 		if !r.Shape.Valid() {
-			k.errorf(p+".shape", "must be one of openai, anthropic, gemini; got %q", rf.Shape)
+			k.errorf(p+".shape", "must be one of %s (the shape the app speaks); got %q", appShapes, rf.Shape)
 			ok = false
 		}
 	} else if r.Shape = rewrite.ShapeOfHost(r.Host); r.Shape == "" && r.Host != "" {

@@ -131,7 +131,7 @@ func TestCompileErrorsNameLineColumnAndField(t *testing.T) {
   ]
 }`, []string{
 			`upstreams.a.auth: set exactly one`,
-			`upstreams.o.shape: must be one of openai, anthropic, gemini; got "opanai"`,
+			`upstreams.o.shape: must be one of openai, anthropic, gemini, openai-responses, azure-openai, bedrock; got "opanai"`,
 			`upstreams.o.base_url: plain http is allowed only to loopback hosts`,
 			`upstreams.o.auth.env: environment variable MISSING_KEY is not set`,
 			`routes[0].chain[1]: no upstream named "nope"`,
@@ -139,6 +139,10 @@ func TestCompileErrorsNameLineColumnAndField(t *testing.T) {
 			`routes[1].match.host: a bare host name`,
 			`routes[1].chain: at least one upstream is required`,
 		}},
+		{"a route's shape is one an app speaks", `{
+  "upstreams": {"o": {"shape": "openai", "base_url": "https://api.openai.com/v1", "auth": {"from": "client"}}},
+  "routes": [{"name": "r", "match": {"host": "llm.internal"}, "shape": "bedrock", "chain": ["o"]}]
+}`, []string{`routes[0].shape: must be one of openai, anthropic, gemini, openai-responses (the shape the app speaks); got "bedrock"`}},
 		{"cross-shape chain needs a mapping and its own key", `{
   "upstreams": {
     "o": {"shape": "openai", "base_url": "https://api.openai.com/v1", "auth": {"from": "client"}},

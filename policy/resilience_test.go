@@ -337,7 +337,7 @@ func TestStaticUpstreamErrors(t *testing.T) {
 				// Missing fields are located at their upstream, before its shape.
 				{"upstreams.o.base_url", `required, e.g. "https://api.openai.com/v1"`},
 				{"upstreams.o.auth", `required: {"from":"client"}, {"env":"NAME"}, {"file":"/path"} or {"none":true}`},
-				{"upstreams.o.shape", `must be one of openai, anthropic, gemini; got "fixed" (or static, for an upstream that answers with fixed text)`},
+				{"upstreams.o.shape", `must be one of openai, anthropic, gemini, openai-responses, azure-openai, bedrock; got "fixed" (or static, for an upstream that answers with fixed text)`},
 				{"upstreams.o.text", `only a static upstream has a fixed answer; this one's shape is "fixed"`},
 			}},
 	} {

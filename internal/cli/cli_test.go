@@ -115,7 +115,7 @@ func TestPolicyCheckListsEveryProblem(t *testing.T) {
 		t.Fatalf("err = %v; want exit status 1", err)
 	}
 	for _, want := range []string{
-		bad + `:2:23: upstreams.o.shape: must be one of openai, anthropic, gemini; got "opanai"`,
+		bad + `:2:23: upstreams.o.shape: must be one of openai, anthropic, gemini, openai-responses, azure-openai, bedrock; got "opanai"`,
 		bad + `:2:111: upstreams.o.timout: unknown field "timout"`,
 		bad + `:3:80: routes[0].chain[1]: no upstream named "p"`,
 		"3 problem(s)",
