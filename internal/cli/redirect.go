@@ -5,10 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/netip"
 	"strconv"
 	"strings"
 
+	"github.com/detour-proxy/detour/internal/cidr"
 	"github.com/detour-proxy/detour/internal/redirect"
 )
 
@@ -90,7 +90,7 @@ func redirectInstall(args []string, stdout, stderr io.Writer) error {
 		r.ExcludeMarks = append(r.ExcludeMarks, uint32(n))
 	}
 	for _, c := range cidrs {
-		p, err := parseCIDR(c)
+		p, err := cidr.Parse(c)
 		if err != nil {
 			return usageError(fs, stderr, "--exclude-cidr: %v", err)
 		}
@@ -105,26 +105,6 @@ func redirectInstall(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "installed: TCP ports %s redirected to :%d (nftables table inet %s)\n", *ports, r.ToPort, redirect.TableName)
 	return nil
-}
-
-// parseCIDR accepts a CIDR or a single address.
-func parseCIDR(s string) (netip.Prefix, error) {
-	if !strings.Contains(s, "/") {
-		a, err := netip.ParseAddr(s)
-		if err != nil {
-			return netip.Prefix{}, fmt.Errorf("%q is not a CIDR such as 10.0.0.0/8 or an address", s)
-		}
-		a = a.Unmap()
-		return netip.PrefixFrom(a, a.BitLen()), nil
-	}
-	p, err := netip.ParsePrefix(s)
-	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("%q is not a CIDR such as 10.0.0.0/8 or an address", s)
-	}
-	if p.Masked() != p {
-		return netip.Prefix{}, fmt.Errorf("%q has bits set past its /%d: did you mean %s?", s, p.Bits(), p.Masked())
-	}
-	return p, nil
 }
 
 func redirectRemove(args []string, stdout, stderr io.Writer) error {

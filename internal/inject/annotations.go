@@ -112,6 +112,12 @@ func (c Config) resolve(pod *corev1.Pod) (settings, error) {
 			errs = append(errs, fmt.Errorf("annotation %s %q: want %q or %q", AnnotationInterception, v, InterceptionProxyEnv, InterceptionTransparent))
 		}
 	}
+	if v, ok := ann[AnnotationExcludeCIDRs]; ok {
+		list, bad := excludeCIDRsAnnotation(v)
+		errs = append(errs, bad...)
+		// A copy: s.ExcludeCIDRs shares its array with the Config.
+		s.ExcludeCIDRs = append(slices.Clip(s.ExcludeCIDRs), list...)
+	}
 	for _, n := range []struct {
 		key string
 		to  *string

@@ -670,13 +670,14 @@ func chartCases(t *testing.T) []chartCase {
 			// inject the same detour-redirect, listener and uid.
 			name: "transparent interception, every value", native: true,
 			set: []string{"sidecar.interception=transparent", "sidecar.transparent.port=16001", "sidecar.transparent.uid=2000",
-				"sidecar.transparent.redirectPorts={443}", "example.enabled=true"},
+				"sidecar.transparent.redirectPorts={443}", "sidecar.transparent.excludeCIDRs={10.96.0.0/12,fd00::/8}", "example.enabled=true"},
 			check: func(t *testing.T, m *manifests, cfg Config) {
 				if cfg.Interception != InterceptionTransparent || cfg.TransparentPort != 16001 || cfg.TransparentUID != 2000 ||
-					!slices.Equal(cfg.RedirectPorts, []int32{443}) {
-					t.Errorf("config interception %q port %d uid %d ports %v", cfg.Interception, cfg.TransparentPort, cfg.TransparentUID, cfg.RedirectPorts)
+					!slices.Equal(cfg.RedirectPorts, []int32{443}) || !slices.Equal(cfg.ExcludeCIDRs, []string{"10.96.0.0/12", "fd00::/8"}) {
+					t.Errorf("config interception %q port %d uid %d ports %v excluded %q", cfg.Interception, cfg.TransparentPort, cfg.TransparentUID, cfg.RedirectPorts, cfg.ExcludeCIDRs)
 				}
-				checkTransparentExample(t, m, cfg, []string{"redirect", "install", "--to-port", "16001", "--ports", "443", "--exclude-uid", "2000"})
+				checkTransparentExample(t, m, cfg, []string{"redirect", "install", "--to-port", "16001", "--ports", "443", "--exclude-uid", "2000",
+					"--exclude-cidr", "10.96.0.0/12", "--exclude-cidr", "fd00::/8"})
 			},
 		},
 		{
@@ -1420,6 +1421,7 @@ func TestChartFailsOnMistakes(t *testing.T) {
 		{"bad interception", []string{"--set", "sidecar.interception=iptables"}, "/sidecar/interception"},
 		{"transparent port on the proxy port", []string{"--set", "sidecar.transparent.port=8787"}, "sidecar.transparent.port 8787 is also sidecar.proxyPort"},
 		{"transparent port redirected", []string{"--set", "sidecar.transparent.redirectPorts={443,15001}"}, "every connection to it would loop"},
+		{"excluded range not a CIDR", []string{"--set", "sidecar.transparent.excludeCIDRs={cluster.local}"}, "excludeCIDRs/0"},
 		{"transparent uid 0", []string{"--set", "sidecar.transparent.uid=0"}, "uid"},
 		{"state section and state.redis.url", []string{"--set", "state.redis.url=redis://redis:6379", "--set-file", "policy.json=" + writeFile(t, "state.json",
 			`{"admin_listen": "0.0.0.0:8788", "state": {"backend": "memory"}}`)}, `policy.json has a "state" section and state.redis.url is set`},

@@ -107,6 +107,13 @@ type Config struct {
 	// RedirectPorts are the TCP destination ports redirected to detour in
 	// transparent interception. Default DefaultRedirectPorts (443, 80).
 	RedirectPorts []int32 `json:"redirectPorts,omitempty"`
+	// ExcludeCIDRs are destination ranges the redirect rules let pass in
+	// transparent interception, beside loopback and link-local (`detour
+	// redirect install --exclude-cidr`): the cluster's pod and service
+	// ranges, say, so that calls to in-cluster services skip a hop through
+	// detour, which would only splice them. Default none. Per pod:
+	// annotation detour.io/exclude-cidrs adds to them.
+	ExcludeCIDRs []string `json:"excludeCIDRs,omitempty"`
 	// RedisPasswordSecret names a Secret, in the pod's namespace, holding
 	// the password of the fleet state's Redis (policy state.redis), mounted
 	// into detour alone at RedisPasswordFile (the policy's

@@ -10,6 +10,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/detour-proxy/detour/internal/cidr"
 )
 
 // How an injected pod's connections reach detour (Config.Interception,
@@ -33,6 +35,12 @@ const (
 	// AnnotationInterception overrides Config.Interception for one pod:
 	// InterceptionProxyEnv or InterceptionTransparent.
 	AnnotationInterception = "detour.io/interception"
+	// AnnotationExcludeCIDRs adds destination ranges, comma-separated, to
+	// Config.ExcludeCIDRs for one pod. It adds and never removes: a range
+	// the operator excluded for every pod stays excluded. Letting a pod's
+	// owner exclude more is safe because detour is that pod's failover,
+	// not a boundary: a range left out only loses detour's help.
+	AnnotationExcludeCIDRs = "detour.io/exclude-cidrs"
 
 	// RedirectContainerName is the init container that installs the
 	// redirect rules (transparent interception only).
@@ -72,10 +80,43 @@ func (s settings) redirectArgs() []string {
 	for i, p := range s.RedirectPorts {
 		ports[i] = strconv.Itoa(int(p))
 	}
-	return []string{"redirect", "install",
+	args := []string{"redirect", "install",
 		"--to-port", strconv.Itoa(int(s.TransparentPort)),
 		"--ports", strings.Join(ports, ","),
 		"--exclude-uid", strconv.FormatInt(s.TransparentUID, 10)}
+	for _, c := range s.ExcludeCIDRs {
+		args = append(args, "--exclude-cidr", c)
+	}
+	return args
+}
+
+// checkCIDRs reports every entry of list, named by where it came from, that
+// `detour redirect install --exclude-cidr` would refuse: refused here, the
+// pod is not created, instead of its init container failing on every
+// restart.
+func checkCIDRs(from string, list []string) []error {
+	var errs []error
+	for _, c := range list {
+		if _, err := cidr.Parse(c); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %v", from, err))
+		}
+	}
+	return errs
+}
+
+// excludeCIDRsAnnotation parses AnnotationExcludeCIDRs' value: ranges
+// separated by commas, blanks around them allowed.
+func excludeCIDRsAnnotation(v string) ([]string, []error) {
+	var list []string
+	for _, f := range strings.Split(v, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			list = append(list, f)
+		}
+	}
+	if len(list) == 0 {
+		return nil, []error{fmt.Errorf("annotation %s %q: want CIDRs separated by commas, such as 10.0.0.0/8,fd00::/8", AnnotationExcludeCIDRs, v)}
+	}
+	return list, checkCIDRs("annotation "+AnnotationExcludeCIDRs, list)
 }
 
 // redirectContainer installs the redirect rules and exits. It runs before
@@ -183,6 +224,7 @@ func (d Config) validateInterception() []error {
 	if u := d.TransparentUID; u < 1 || u > 65535 {
 		errs = append(errs, fmt.Errorf("transparentUID %d: want 1-65535 (not 0: root's connections would pass unredirected)", u))
 	}
+	errs = append(errs, checkCIDRs("excludeCIDRs", d.ExcludeCIDRs)...)
 	for _, p := range d.RedirectPorts {
 		switch {
 		case p < 1 || p > 65535:

@@ -66,7 +66,18 @@ func (c Config) Mutate(pod *corev1.Pod) (Decision, error) {
 	if err := errors.Join(s.checkClashes(pod), s.checkUIDClash(pod)); err != nil {
 		return Decision{}, err
 	}
-	return Decision{Patch: s.patch(pod), Reason: ReasonInjected}, nil
+	return Decision{Patch: s.patch(pod), Reason: ReasonInjected, Warnings: s.warnings(pod)}, nil
+}
+
+// warnings are what the pod asks for that injection does not use: said to
+// whoever created the pod, since an annotation that does nothing otherwise
+// goes unnoticed.
+func (s settings) warnings(pod *corev1.Pod) []string {
+	if _, ok := pod.Annotations[AnnotationExcludeCIDRs]; ok && !s.transparent() {
+		return []string{fmt.Sprintf("annotation %s has no effect: this pod reaches detour through its proxy variables (interception %s), not redirect rules; leave hosts out with NO_PROXY (the injector's noProxy) instead",
+			AnnotationExcludeCIDRs, s.Interception)}
+	}
+	return nil
 }
 
 // injected reports whether detour is already in pod, by the webhook or by hand.

@@ -139,6 +139,7 @@ it says must stay what _sidecar.tpl writes: the chart test compares them.
 {{- if ne (int $t.port) 15001 }}{{ $_ := set $c "transparentPort" (int $t.port) }}{{ end -}}
 {{- if ne (int $t.uid) 65531 }}{{ $_ := set $c "transparentUID" (int $t.uid) }}{{ end -}}
 {{- if ne (toJson $t.redirectPorts) "[443,80]" }}{{ $_ := set $c "redirectPorts" $t.redirectPorts }}{{ end -}}
+{{- with $t.excludeCIDRs }}{{ $_ := set $c "excludeCIDRs" . }}{{ end -}}
 {{- toPrettyJson $c -}}
 {{- end -}}
 

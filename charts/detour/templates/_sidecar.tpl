@@ -128,7 +128,7 @@ capability is dropped. It mounts nothing.
 name: detour-redirect
 image: {{ include "detour.image" . }}
 imagePullPolicy: {{ .Values.image.pullPolicy }}
-args: ["redirect", "install", "--to-port", "{{ int .Values.sidecar.transparent.port }}", "--ports", "{{ join "," .Values.sidecar.transparent.redirectPorts }}", "--exclude-uid", "{{ int .Values.sidecar.transparent.uid }}"]
+args: ["redirect", "install", "--to-port", "{{ int .Values.sidecar.transparent.port }}", "--ports", "{{ join "," .Values.sidecar.transparent.redirectPorts }}", "--exclude-uid", "{{ int .Values.sidecar.transparent.uid }}"{{ range .Values.sidecar.transparent.excludeCIDRs }}, "--exclude-cidr", {{ . | quote }}{{ end }}]
 resources:
   requests: {cpu: 10m, memory: 16Mi}
   limits: {memory: 64Mi}
