@@ -466,6 +466,14 @@ func (s *session) skipClass(upstream string, class policy.Class, reason string) 
 	s.rec.Attempts = append(s.rec.Attempts, AttemptRecord{Upstream: upstream, Class: string(class), Outcome: OutcomeSkipped, Reason: reason, seq: s.nextSeq()})
 }
 
+// skipRouting records an upstream that cannot take this request at all
+// (AttemptRecord.Routing).
+func (s *session) skipRouting(upstream string, class policy.Class, reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rec.Attempts = append(s.rec.Attempts, AttemptRecord{Upstream: upstream, Class: string(class), Outcome: OutcomeSkipped, Reason: reason, Routing: true, seq: s.nextSeq()})
+}
+
 // nextSeq numbers attempts in the order they start.
 func (s *session) nextSeq() int64 { return s.seqs.Add(1) }
 

@@ -50,6 +50,12 @@ type AttemptRecord struct {
 	Retry int
 	// Hedge marks an attempt started beside a slow one (hedge_after).
 	Hedge bool
+	// Routing marks a skip for what the request needs rather than for the
+	// upstream's state: no models entry for its model, a request it cannot
+	// take in its shape, a capability or context window it lacks. Such an
+	// upstream was never this request's to try, so the chain going past it
+	// is routing, not a failover (detour run's summary counts them apart).
+	Routing bool
 	// seq orders attempts by when they started: hedged attempts are
 	// recorded as they end, and the log lists them in chain order.
 	seq int64

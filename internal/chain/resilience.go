@@ -307,7 +307,7 @@ func (s *session) runUpstream(t turn) stepKind {
 // runUpstream's frame, which it holds for its whole life.)
 func (s *session) skipUnconvertible(u *policy.Upstream, model string, retry int, reason string) {
 	s.mu.Lock()
-	s.rec.Attempts = append(s.rec.Attempts, AttemptRecord{Upstream: u.Name, Model: model, Class: string(policy.ClassInvalidRequest), Outcome: OutcomeSkipped, Reason: reason, Retry: retry, seq: s.nextSeq()})
+	s.rec.Attempts = append(s.rec.Attempts, AttemptRecord{Upstream: u.Name, Model: model, Class: string(policy.ClassInvalidRequest), Outcome: OutcomeSkipped, Reason: reason, Retry: retry, Routing: true, seq: s.nextSeq()})
 	s.failures = append(s.failures, &failure{upstream: u.Name, verdict: policy.Verdict{Class: policy.ClassInvalidRequest, Reason: reason}})
 	s.mu.Unlock()
 }
@@ -346,11 +346,11 @@ func (s *session) waitToRetry(u *policy.Upstream, ln *lane, wait time.Duration, 
 func (s *session) candidate(u *policy.Upstream) (model string, ok, halt bool) {
 	m, mapped := u.MapModel(s.model)
 	if !mapped {
-		s.skip(u.Name, fmt.Sprintf("no models entry matches %q", s.model))
+		s.skipRouting(u.Name, "", fmt.Sprintf("no models entry matches %q", s.model))
 		return "", false, false
 	}
 	if why := s.embedSkip(u); why != "" {
-		s.skip(u.Name, why)
+		s.skipRouting(u.Name, "", why)
 		return "", false, false
 	}
 	if !s.r.now().Before(s.deadline) {

@@ -190,7 +190,7 @@ func (s *session) selectChain(chain []*policy.Upstream) (out []*policy.Upstream,
 		if known {
 			if why, class := filterReason(u, need, tokens, maxTokens); why != "" {
 				cands[i].SkippedReason = why
-				s.skipClass(u.Name, class, why)
+				s.skipRouting(u.Name, class, why)
 				filtered++
 				if class == policy.ClassContextTooLong {
 					tooLong++

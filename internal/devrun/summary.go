@@ -20,13 +20,16 @@ type Summary struct {
 	// Requests is every request detour intercepted (tunnelled connections
 	// to other hosts are not requests: detour never sees inside them).
 	Requests int
-	// Direct were answered, whole, by the first upstream of their chain.
+	// Direct were answered, whole, by the first upstream of their chain
+	// that could take them: one passed for what the request needs (no
+	// models entry for its model, a capability it lacks) was never the
+	// request's to try, so going past it is routing, not a failover.
 	Direct int
 	// FailedOver were answered, whole, by a later upstream, because an
 	// earlier one failed or was cooling down.
 	FailedOver int
 	// Failovers counts failed-over requests by "from→to": the chain's first
-	// upstream and the one that answered.
+	// upstream that could take the request, and the one that answered.
 	Failovers map[string]int
 	// AnsweredBy counts answers by upstream name.
 	AnsweredBy map[string]int
@@ -173,14 +176,26 @@ func (t *tally) add(r *chain.Record) {
 		}
 	case r.AnsweredBy == passthrough:
 		s.Passthrough++
-	case len(r.Attempts) > 0 && r.Attempts[0].Upstream != r.AnsweredBy:
+	case firstCandidate(r) != r.AnsweredBy:
 		s.FailedOver++
-		s.Failovers[r.Attempts[0].Upstream+"→"+r.AnsweredBy]++
+		s.Failovers[firstCandidate(r)+"→"+r.AnsweredBy]++
 		s.AnsweredBy[r.AnsweredBy]++
 	default:
 		s.Direct++
 		s.AnsweredBy[r.AnsweredBy]++
 	}
+}
+
+// firstCandidate is the first upstream the request was for: the chain's
+// first that was tried or skipped for its state, past those skipped for
+// what the request needs. The answering upstream when there is none.
+func firstCandidate(r *chain.Record) string {
+	for _, a := range r.Attempts {
+		if !a.Routing {
+			return a.Upstream
+		}
+	}
+	return r.AnsweredBy
 }
 
 // cancelled reports whether the app went away before its answer was
