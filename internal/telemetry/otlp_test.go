@@ -336,7 +336,13 @@ func (f *fuzzReader) value(depth int) attribute.Value {
 		}
 		return attribute.SliceValue(v...)
 	default:
-		return attribute.MapValue(f.attrs(depth-1, n)...)
+		// A map sorts its members by key: keys already UTF-8 sort the
+		// same for the encoder and, made UTF-8, for the oracle.
+		kvs := f.attrs(depth-1, n)
+		for i := range kvs {
+			kvs[i].Key = attribute.Key(strings.ToValidUTF8(string(kvs[i].Key), "\uFFFD"))
+		}
+		return attribute.MapValue(kvs...)
 	}
 }
 
@@ -394,18 +400,26 @@ func FuzzEncodeAttributes(f *testing.F) {
 		attrs := fr.attrs(3, n)
 		name := fr.string()
 		sc := genSpanContext(rand.New(rand.NewPCG(fr.uint64(), 0)), fr.byte()&1 == 1)
-		build := func(name string, attrs []attribute.KeyValue) []sdktrace.ReadOnlySpan {
+		// A resource sorts its attributes by key and keeps the last of
+		// equal keys, so two keys that are not UTF-8 may sort or merge
+		// otherwise once made so: the resource's keys are UTF-8 already.
+		var resAttrs []attribute.KeyValue
+		for _, kv := range attrs {
+			resAttrs = append(resAttrs, attribute.KeyValue{Key: attribute.Key(strings.ToValidUTF8(string(kv.Key), "\uFFFD")), Value: kv.Value})
+		}
+		build := func(name string, attrs, resAttrs []attribute.KeyValue) []sdktrace.ReadOnlySpan {
 			return []sdktrace.ReadOnlySpan{tracetest.SpanStub{
 				Name: name, SpanContext: sc, Parent: sc, StartTime: time.Unix(1, 2), EndTime: time.Unix(3, 4),
 				Attributes: attrs,
 				Events:     []sdktrace.Event{{Name: name, Attributes: attrs}},
 				Links:      []sdktrace.Link{{SpanContext: sc, Attributes: attrs}},
 				Status:     sdktrace.Status{Code: codes.Error, Description: name},
-				Resource:   resource.NewSchemaless(attrs...),
+				Resource:   resource.NewSchemaless(resAttrs...),
 			}.Snapshot()}
 		}
-		spans := build(name, attrs)
-		sameRequest(t, spans, build(strings.ToValidUTF8(name, "\uFFFD"), validAttrs(attrs)), appendExportRequest(nil, spans))
+		spans := build(name, attrs, resAttrs)
+		oracle := build(strings.ToValidUTF8(name, "\uFFFD"), validAttrs(attrs), validAttrs(resAttrs))
+		sameRequest(t, spans, oracle, appendExportRequest(nil, spans))
 	})
 }
 
@@ -475,3 +489,33 @@ func BenchmarkExportRequest(b *testing.B) {
 	})
 }
 
+// TestComplexAttributesUseTheirMembers: the attribute types the SDK added
+// after the first OTLP conversions (bytes, a slice of values, a map, the
+// empty value) go as AnyValue's members for them, not as their text.
+func TestComplexAttributesUseTheirMembers(t *testing.T) {
+	t.Parallel()
+	spans := []sdktrace.ReadOnlySpan{tracetest.SpanStub{
+		Name:        "span",
+		SpanContext: genSpanContext(rand.New(rand.NewPCG(7, 8)), false),
+		Attributes: []attribute.KeyValue{
+			{Key: "bytes", Value: attribute.ByteSliceValue([]byte{0, 0xff})},
+			{Key: "slice", Value: attribute.SliceValue(attribute.IntValue(1), attribute.StringValue("a"))},
+			{Key: "map", Value: attribute.MapValue(attribute.Bool("k", true))},
+			{Key: "empty"},
+		},
+	}.Snapshot()}
+	var req coltracepb.ExportTraceServiceRequest
+	if err := proto.Unmarshal(appendExportRequest(nil, spans), &req); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, kv := range req.ResourceSpans[0].ScopeSpans[0].Spans[0].Attributes {
+		got[kv.Key] = strings.Join(strings.Fields(kv.Value.String()), " ")
+	}
+	for k, want := range map[string]string{"bytes": `bytes_value:"\x00\xff"`, "slice": `array_value:{values:{int_value:1} values:{string_value:"a"}}`,
+		"map": `kvlist_value:{values:{key:"k" value:{bool_value:true}}}`, "empty": ""} {
+		if got[k] != want {
+			t.Errorf("attribute %s = %s; want %s", k, got[k], want)
+		}
+	}
+}
