@@ -193,9 +193,7 @@ func (e *protoEncoder) span(s sdktrace.ReadOnlySpan) {
 	tid, sid := sc.TraceID(), sc.SpanID()
 	e.bytes(spanTraceID, tid[:])
 	e.bytes(spanSpanID, sid[:])
-	if ts := sc.TraceState().String(); ts != "" {
-		e.string(spanTraceState, ts)
-	}
+	e.traceState(spanTraceState, sc.TraceState())
 	flags := uint32(sc.TraceFlags()) | spanFlagsHasIsRemote
 	if par := s.Parent(); par.IsValid() {
 		psid := par.SpanID()
@@ -234,9 +232,7 @@ func (e *protoEncoder) span(s sdktrace.ReadOnlySpan) {
 		ltid, lsid := l.SpanContext.TraceID(), l.SpanContext.SpanID()
 		e.bytes(linkTraceID, ltid[:])
 		e.bytes(linkSpanID, lsid[:])
-		if ts := l.SpanContext.TraceState().String(); ts != "" {
-			e.string(linkTraceState, ts)
-		}
+		e.traceState(linkTraceState, l.SpanContext.TraceState())
 		for _, kv := range l.Attributes {
 			e.keyValue(linkAttributes, kv)
 		}
@@ -258,6 +254,24 @@ func (e *protoEncoder) span(s sdktrace.ReadOnlySpan) {
 		e.end(m)
 	}
 	e.fixed32(spanFlags, flags)
+	e.end(m)
+}
+
+// traceState writes ts as its W3C header value, as TraceState.String
+// does, without building the string: an app's tracestate is on every span
+// of its requests.
+func (e *protoEncoder) traceState(field int, ts trace.TraceState) {
+	if ts.Len() == 0 {
+		return
+	}
+	m := e.begin(field)
+	ts.Walk(func(key, value string) bool {
+		if len(e.b) > m {
+			e.b = append(e.b, ',')
+		}
+		e.b = append(append(append(e.b, key...), '='), value...)
+		return true
+	})
 	e.end(m)
 }
 
