@@ -9,10 +9,10 @@ import (
 )
 
 // This file is the protobuf wire format, as much of it as OTLP needs:
-// detour writes its one request message and reads its two answers by hand
-// rather than link google.golang.org/protobuf and the generated OTLP
-// packages (some megabytes of reflection tables for three messages). The
-// format is the protobuf encoding guide's
+// detour writes its one request and reads its two answers (the export
+// response, an error's google.rpc.Status) by hand rather than link
+// google.golang.org/protobuf and the generated OTLP packages. The format is
+// the protobuf encoding guide's
 // (https://protobuf.dev/programming-guides/encoding/).
 
 // The wire types detour writes and reads.
