@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -21,12 +22,17 @@ import (
 	"github.com/detour-proxy/detour/policy"
 )
 
-// partialTraceService takes every request and says it refused one span.
+// partialTraceService takes every request and, while refuse is set, says
+// it refused one span.
 type partialTraceService struct {
 	coltracepb.UnimplementedTraceServiceServer
+	refuse *atomic.Bool
 }
 
-func (partialTraceService) Export(context.Context, *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
+func (s partialTraceService) Export(context.Context, *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
+	if !s.refuse.Load() {
+		return &coltracepb.ExportTraceServiceResponse{}, nil
+	}
 	return partialAnswer(), nil
 }
 
@@ -38,12 +44,17 @@ func partialAnswer() *coltracepb.ExportTraceServiceResponse {
 // TestPartialSuccessCountsTheRejectedSpans: a collector that takes a batch
 // but refuses some of its spans (an OTLP partial success, over HTTP or
 // gRPC) has those spans counted as dropped, not the batch as failed, and
-// is logged once.
+// is logged once, as is the collector's taking every span again.
 func TestPartialSuccessCountsTheRejectedSpans(t *testing.T) {
 	t.Parallel()
+	refuse := &atomic.Bool{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
-		out, _ := proto.Marshal(partialAnswer())
+		msg := &coltracepb.ExportTraceServiceResponse{}
+		if refuse.Load() {
+			msg = partialAnswer()
+		}
+		out, _ := proto.Marshal(msg)
 		w.Header().Set("Content-Type", "application/x-protobuf")
 		_, _ = w.Write(out)
 	}))
@@ -53,7 +64,7 @@ func TestPartialSuccessCountsTheRejectedSpans(t *testing.T) {
 		t.Fatal(err)
 	}
 	gs := grpc.NewServer()
-	coltracepb.RegisterTraceServiceServer(gs, partialTraceService{})
+	coltracepb.RegisterTraceServiceServer(gs, partialTraceService{refuse: refuse})
 	go func() { _ = gs.Serve(ln) }()
 	defer gs.Stop()
 	for _, tp := range []policy.TelemetryPolicy{
@@ -68,7 +79,11 @@ func TestPartialSuccessCountsTheRejectedSpans(t *testing.T) {
 		}
 		provider := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(newGatedProcessor(tr, exp)))
 		tracer := provider.Tracer("test")
-		for range 2 {
+		refuse.Store(true)
+		for i := range 3 {
+			if i == 2 {
+				refuse.Store(false)
+			}
 			for range 3 {
 				_, s := tracer.Start(context.Background(), "span")
 				s.End()
@@ -84,6 +99,9 @@ func TestPartialSuccessCountsTheRejectedSpans(t *testing.T) {
 		out := log.String()
 		if n := strings.Count(out, "trace collector refuses some spans"); n != 1 || !strings.Contains(out, "collector refused 1 of 3 spans: span too old") {
 			t.Errorf("%s: refusal logged %d times; want once, with the collector's message:\n%s", tp.Protocol, n, out)
+		}
+		if n := strings.Count(out, "trace collector takes every span again"); n != 1 {
+			t.Errorf("%s: recovery logged %d times; want once:\n%s", tp.Protocol, n, out)
 		}
 	}
 }
