@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
@@ -33,6 +34,9 @@ type otlpExporter struct {
 	url     string
 	grpc    bool
 	headers http.Header
+	// spanSize is the encoded size of a span in the last batch, to size
+	// the next one's buffer.
+	spanSize atomic.Int64
 }
 
 // newExporter builds the exporter tp names. Retries are off: a span batch
@@ -71,22 +75,27 @@ func newExporter(tp *policy.TelemetryPolicy) (sdktrace.SpanExporter, error) {
 	return e, nil
 }
 
-// ExportSpans sends one batch; an error means the collector did not take it.
+// ExportSpans sends one batch; an error means the collector did not take
+// it, or (a *rejectedError) took only part of it.
 func (e *otlpExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
 	if len(spans) == 0 {
 		return nil
 	}
-	body, err := exportRequest(spans)
-	if err != nil {
-		return err
-	}
+	// The request is written into one buffer sized from the batches
+	// before, behind room for gRPC's message prefix (uncompressed, 4-byte
+	// big-endian length), so the body is neither regrown nor copied to be
+	// framed. It is not reused: the transport may still hold it after Do
+	// returns.
+	prefix := 0
 	if e.grpc {
-		// The length-prefixed message: not compressed, 4-byte big-endian
-		// length.
-		framed := make([]byte, 5+len(body))
-		binary.BigEndian.PutUint32(framed[1:5], uint32(len(body)))
-		copy(framed[5:], body)
-		body = framed
+		prefix = 5
+	}
+	body := make([]byte, prefix, prefix+int(e.spanSize.Load())*len(spans)*9/8)
+	body = appendExportRequest(body, spans)
+	e.spanSize.Store(int64((len(body) - prefix) / len(spans)))
+	if e.grpc {
+		body[0] = 0
+		binary.BigEndian.PutUint32(body[1:5], uint32(len(body)-5))
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url, bytes.NewReader(body))
 	if err != nil {
@@ -103,12 +112,41 @@ func (e *otlpExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnl
 		return err
 	}
 	if e.grpc {
-		return grpcStatus(resp)
+		if err := grpcStatus(resp); err != nil {
+			return err
+		}
+		answer, _ = grpcMessage(answer)
+	} else if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return fmt.Errorf("collector answered %s: %.200s", resp.Status, httpErrorText(resp, answer))
+	} else if !isProtobuf(resp) {
+		// Not the collector's message (a proxy's page, say): nothing
+		// to read in it.
+		return nil
 	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return fmt.Errorf("collector answered %s: %.200s", resp.Status, answer)
+	return partial(answer, len(spans))
+}
+
+// partial reads the collector's ExportTraceServiceResponse: a
+// *rejectedError when it refused some spans. An answer that does not
+// decode is no failure: the collector said it took the batch.
+func partial(answer []byte, spans int) error {
+	p, err := decodeExportResponse(answer)
+	if err != nil || p.rejected <= 0 {
+		return nil
 	}
-	return nil
+	return &rejectedError{partialSuccess: p, spans: spans}
+}
+
+// httpErrorText is what an OTLP/HTTP error answer says: the message of
+// the google.rpc.Status a collector sends as protobuf (OTLP specification,
+// "Failures"), else the body as it is (a proxy's or load balancer's text).
+func httpErrorText(resp *http.Response, answer []byte) string {
+	if isProtobuf(resp) {
+		if _, msg, err := decodeRPCStatus(answer); err == nil && msg != "" {
+			return msg
+		}
+	}
+	return string(answer)
 }
 
 // grpcStatus reads a gRPC call's outcome: grpc-status in the trailers, or
@@ -131,6 +169,10 @@ func grpcStatus(resp *http.Response) error {
 		msg = m
 	}
 	return fmt.Errorf("collector answered grpc-status %s: %s", st, msg)
+}
+
+func isProtobuf(resp *http.Response) bool {
+	return strings.HasPrefix(resp.Header.Get("Content-Type"), "application/x-protobuf")
 }
 
 // Shutdown closes the idle connections to the collector.

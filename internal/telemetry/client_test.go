@@ -45,10 +45,7 @@ func ended(t *testing.T) []sdktrace.ReadOnlySpan {
 func TestExportRequestDecodes(t *testing.T) {
 	t.Parallel()
 	spans := ended(t)
-	b, err := exportRequest(spans)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := appendExportRequest(nil, spans)
 	var req coltracepb.ExportTraceServiceRequest
 	if err := proto.Unmarshal(b, &req); err != nil {
 		t.Fatal(err)

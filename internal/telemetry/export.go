@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"time"
 
@@ -23,6 +24,9 @@ type gatedProcessor struct {
 	t       *Tracer
 	pending atomic.Int64
 	limit   int64
+	// rejecting is the logged state of a collector that takes batches
+	// but refuses some of their spans (an OTLP partial success).
+	rejecting atomic.Bool
 }
 
 func newGatedProcessor(t *Tracer, exp sdktrace.SpanExporter) *gatedProcessor {
@@ -66,6 +70,18 @@ func (c *countingExporter) ExportSpans(ctx context.Context, spans []sdktrace.Rea
 		t.Log.Info().Str("component", "telemetry").Msg("trace export queue has room again")
 	}
 	err := c.SpanExporter.ExportSpans(ctx, spans)
+	var rej *rejectedError
+	if errors.As(err, &rej) {
+		// The call went through: only the refused spans are lost.
+		t.dropped.Add(uint64(min(rej.rejected, int64(len(spans)))))
+		if g.rejecting.CompareAndSwap(false, true) {
+			t.Log.Warn().Str("component", "telemetry").Err(err).
+				Msg("trace collector refuses some spans; they are dropped (counted in detour_trace_spans_dropped_total)")
+		}
+		err = nil
+	} else if err == nil && g.rejecting.CompareAndSwap(true, false) {
+		t.Log.Info().Str("component", "telemetry").Msg("trace collector takes every span again")
+	}
 	if err != nil {
 		t.failures.Add(1)
 		t.dropped.Add(uint64(len(spans)))

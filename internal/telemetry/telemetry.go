@@ -80,8 +80,9 @@ func New(log zerolog.Logger) *Tracer {
 	return &Tracer{Log: log}
 }
 
-// SpansDropped counts the spans that never reached a collector: dropped
-// at a full queue, or in an export that failed.
+// SpansDropped counts the spans no collector took: dropped at a full
+// queue, in an export that failed, or refused by the collector in a
+// partial success.
 func (t *Tracer) SpansDropped() uint64 { return t.dropped.Load() }
 
 // ExportFailures counts the export calls that failed (the exporter does
