@@ -114,7 +114,7 @@ func FuzzEventStreamToSSE(f *testing.F) {
 }
 
 // BenchmarkEventStreamToSSE is the re-framing's cost per ConverseStream
-// event (the SDK's decoder, CRCs included, and the SSE lines), over a
+// event (internal/eventstream's decoder, CRCs included, and the SSE lines), over a
 // 200-event stream.
 func BenchmarkEventStreamToSSE(b *testing.B) {
 	msgs := []eventstream.Message{event("messageStart", `{"p":"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRS","role":"assistant"}`)}
