@@ -167,13 +167,15 @@ func (e *eventStreamSSE) Read(p []byte) (int, error) {
 func (e *eventStreamSSE) Close() error { return e.body.Close() }
 
 func appendSSE(dst []byte, m eventstream.Message) []byte {
-	name, data := m.HeaderString(":event-type"), m.Payload
-	switch m.HeaderString(":message-type") {
+	// The event's name is appended from the decoder's buffer: an event
+	// costs no allocation.
+	name, data := m.HeaderBytes(":event-type"), m.Payload
+	switch string(m.HeaderBytes(":message-type")) {
 	case "exception":
-		name = m.HeaderString(":exception-type")
-		data = withAWSType(data, name)
+		name = m.HeaderBytes(":exception-type")
+		data = withAWSType(data, string(name))
 	case "error":
-		name = "internalServerException"
+		name = []byte("internalServerException")
 		msg, _ := json.Marshal(m.HeaderString(":error-message"))
 		code, _ := json.Marshal(m.HeaderString(":error-code"))
 		data = []byte(`{"__type":` + string(code) + `,"message":` + string(msg) + `}`)

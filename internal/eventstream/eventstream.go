@@ -99,39 +99,47 @@ type Message struct {
 func (m Message) Header(name string) (Value, bool) {
 	var found Value
 	ok := false
-	walkHeaders(m.headers, func(n []byte, v Value) {
+	for b := m.headers; len(b) > 0; {
+		n, v, rest := nextHeader(b)
 		if string(n) == name {
 			found, ok = v, true
 		}
-	})
+		b = rest
+	}
 	return found, ok
 }
 
 // HeaderString returns the header named name if it is a String, else "".
 func (m Message) HeaderString(name string) string {
+	return string(m.HeaderBytes(name))
+}
+
+// HeaderBytes is HeaderString without the copy: the bytes alias the
+// Decoder's buffer.
+func (m Message) HeaderBytes(name string) []byte {
 	if v, ok := m.Header(name); ok && v.Type == String {
-		return string(v.Bytes)
+		return v.Bytes
 	}
-	return ""
+	return nil
 }
 
 // AppendHeaders appends every header of m, in order and repeats included;
 // the values' Bytes alias the Decoder's buffer.
 func (m Message) AppendHeaders(dst []Header) []Header {
-	walkHeaders(m.headers, func(n []byte, v Value) { dst = append(dst, Header{Name: string(n), Value: v}) })
+	for b := m.headers; len(b) > 0; {
+		n, v, rest := nextHeader(b)
+		dst = append(dst, Header{Name: string(n), Value: v})
+		b = rest
+	}
 	return dst
 }
 
-// walkHeaders calls fn for each header of a block that parseHeaders has
+// nextHeader splits the first header off a block that checkHeaders has
 // accepted.
-func walkHeaders(b []byte, fn func(name []byte, v Value)) {
-	for len(b) > 0 {
-		n := int(b[0])
-		name := b[1 : 1+n]
-		v, size, _ := parseValue(b[1+n:])
-		fn(name, v)
-		b = b[1+n+size:]
-	}
+func nextHeader(b []byte) (name []byte, v Value, rest []byte) {
+	n := int(b[0])
+	v, size, _ := parseValue(b[1+n:])
+	return b[1 : 1+n], v, b[1+n+size:]
 }
 
 // parseValue reads one type byte and value from b, returning the bytes it
