@@ -2,7 +2,6 @@ package cloud
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,14 +17,12 @@ type awsProfile map[string]string
 // SDKs do: "[name]" sections, "key = value" (or "key: value") lines, keys
 // case-insensitive, comments after "#" or ";" (inline ones after a space or
 // tab), indented lines (nested values such as s3 settings) skipped. A
-// missing file is no sections, not an error.
+// file that cannot be opened (missing, unreadable) is no sections, not an
+// error, as in the SDKs.
 func iniSections(path string) (map[string]awsProfile, error) {
 	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
 	if err != nil {
-		return nil, err
+		return nil, nil
 	}
 	defer f.Close()
 	out := map[string]awsProfile{}

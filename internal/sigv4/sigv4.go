@@ -68,6 +68,9 @@ var ignoredHeaders = map[string]bool{
 // (EmptyPayloadHash for none). An X-Amz-Content-Sha256 header, when the
 // caller set one, is signed like any other.
 func (s *Signer) Sign(r *http.Request, payloadHash string, creds Credentials, service, region string, t time.Time) {
+	if r.Header == nil {
+		r.Header = http.Header{}
+	}
 	t = t.UTC()
 	amzDate := t.Format(TimeFormat)
 	r.Header["X-Amz-Date"] = append(r.Header["X-Amz-Date"][:0], amzDate)
