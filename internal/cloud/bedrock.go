@@ -3,24 +3,16 @@ package cloud
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
-	"github.com/aws/aws-sdk-go-v2/config"
-
+	"github.com/detour-proxy/detour/internal/eventstream"
 	"github.com/detour-proxy/detour/policy"
 	"github.com/detour-proxy/detour/rewrite"
 	bedrockcodec "github.com/detour-proxy/detour/rewrite/bedrock"
@@ -32,55 +24,6 @@ const bedrockService = "bedrock"
 // maxBedrockErrorBody bounds the error body read to add its type.
 const maxBedrockErrorBody = 64 << 10
 
-// awsCredentials loads the AWS SDK's default credential chain once per
-// region, on first use, and keeps it: the chain's provider is an
-// aws.CredentialsCache, which refreshes temporary credentials (web
-// identity, SSO, container and instance roles) before they expire. A
-// failed load is not kept, so credentials that appear later (a mounted
-// token) are found by the next request.
-type awsCredentials struct {
-	region string
-	load   func(ctx context.Context, region string) (aws.CredentialsProvider, error)
-
-	mu       sync.Mutex
-	provider aws.CredentialsProvider
-}
-
-// loadAWSChain is config.LoadDefaultConfig's credential chain: env,
-// shared config and credentials files (profiles, SSO, process), web
-// identity (EKS IRSA and Pod Identity's container endpoint), ECS and EC2
-// roles.
-func loadAWSChain(ctx context.Context, region string) (aws.CredentialsProvider, error) {
-	cfg, err := config.LoadDefaultConfig(ctx, config.WithRegion(region))
-	if err != nil {
-		return nil, err
-	}
-	if cfg.Credentials == nil {
-		return nil, errors.New("no AWS credentials found")
-	}
-	return cfg.Credentials, nil
-}
-
-func (c *awsCredentials) retrieve(ctx context.Context) (aws.Credentials, error) {
-	c.mu.Lock()
-	p := c.provider
-	if p == nil {
-		var err error
-		if p, err = c.load(ctx, c.region); err != nil {
-			c.mu.Unlock()
-			return aws.Credentials{}, fmt.Errorf("bedrock: loading AWS credentials: %w", err)
-		}
-		c.provider = p
-	}
-	c.mu.Unlock()
-	creds, err := p.Retrieve(ctx)
-	if err != nil {
-		// The SDK's errors name the source, never the secret.
-		return aws.Credentials{}, fmt.Errorf("bedrock: AWS credentials: %w", err)
-	}
-	return creds, nil
-}
-
 func (r *Registry) bedrock(u *policy.Upstream, next http.RoundTripper) http.RoundTripper {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -89,10 +32,10 @@ func (r *Registry) bedrock(u *policy.Upstream, next http.RoundTripper) http.Roun
 		if r.aws == nil {
 			r.aws = map[string]*awsCredentials{}
 		}
-		c = &awsCredentials{region: u.Cloud.Region, load: loadAWSChain}
+		c = &awsCredentials{region: u.Cloud.Region, load: defaultAWSChain().load}
 		r.aws[u.Cloud.Region] = c
 	}
-	return &bedrock{u: u, next: next, creds: c, signer: v4.NewSigner()}
+	return &bedrock{u: u, next: next, creds: c}
 }
 
 // bedrock signs requests for bedrock-runtime with SigV4 and turns the
@@ -100,10 +43,9 @@ func (r *Registry) bedrock(u *policy.Upstream, next http.RoundTripper) http.Roun
 // stream becomes SSE, and an error body gets its x-amzn-ErrorType as
 // __type (docs/vendors.md#amazon-bedrock-upstream).
 type bedrock struct {
-	u      *policy.Upstream
-	next   http.RoundTripper
-	creds  *awsCredentials
-	signer *v4.Signer
+	u     *policy.Upstream
+	next  http.RoundTripper
+	creds *awsCredentials
 }
 
 func (b *bedrock) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -127,9 +69,7 @@ func (b *bedrock) RoundTrip(req *http.Request) (*http.Response, error) {
 		r.Header.Set("Accept", "application/vnd.amazon.eventstream")
 	}
 	sum := sha256.Sum256(body)
-	if err := b.signer.SignHTTP(req.Context(), creds, r, hex.EncodeToString(sum[:]), bedrockService, b.u.Cloud.Region, time.Now()); err != nil {
-		return nil, fmt.Errorf("bedrock: signing: %w", err)
-	}
+	b.creds.signer.Sign(r, hex.EncodeToString(sum[:]), creds, bedrockService, b.u.Cloud.Region, time.Now())
 	resp, err := b.next.RoundTrip(r)
 	if err != nil {
 		return nil, err
@@ -186,26 +126,24 @@ func withAWSType(payload []byte, typ string) []byte {
 	return append(out, p[1:]...)
 }
 
-// eventStreamSSE reads an AWS event stream (decoded by the SDK's decoder:
-// prelude, headers, payload, both CRCs checked) and yields one SSE event
+// eventStreamSSE reads an AWS event stream (internal/eventstream: prelude,
+// headers, payload, both CRCs checked, lengths bounded) and yields one SSE event
 // per message: "event: <:event-type>" and the payload as data; an exception
 // as "event: <:exception-type>" with the payload's __type set; an error
 // message as an internalServerException.
 type eventStreamSSE struct {
 	body io.ReadCloser
-	// src buffers body: the SDK's decoder reads a message in a dozen
-	// small reads (prelude, each header, payload, CRC), which would each
-	// go to the transport's body.
-	src     *bufio.Reader
-	dec     *eventstream.Decoder
-	payload []byte
-	buf     []byte
-	off     int
-	err     error
+	// The decoder reads through a buffer: it reads a message in two reads
+	// (prelude, rest), and a stream's messages are small, so one read of
+	// the transport's body serves several.
+	dec *eventstream.Decoder
+	buf []byte
+	off int
+	err error
 }
 
 func newEventStreamSSE(body io.ReadCloser) *eventStreamSSE {
-	return &eventStreamSSE{body: body, src: bufio.NewReaderSize(body, 8<<10), dec: eventstream.NewDecoder()}
+	return &eventStreamSSE{body: body, dec: eventstream.NewDecoder(bufio.NewReaderSize(body, 8<<10))}
 }
 
 func (e *eventStreamSSE) Read(p []byte) (int, error) {
@@ -214,12 +152,11 @@ func (e *eventStreamSSE) Read(p []byte) (int, error) {
 			return 0, e.err
 		}
 		e.buf, e.off = e.buf[:0], 0
-		msg, err := e.dec.Decode(e.src, e.payload[:0])
+		msg, err := e.dec.Next()
 		if err != nil {
 			e.err = err
 			continue
 		}
-		e.payload = msg.Payload[:0]
 		e.buf = appendSSE(e.buf, msg)
 	}
 	n := copy(p, e.buf[e.off:])
@@ -229,23 +166,18 @@ func (e *eventStreamSSE) Read(p []byte) (int, error) {
 
 func (e *eventStreamSSE) Close() error { return e.body.Close() }
 
-func headerString(m eventstream.Message, name string) string {
-	if v := m.Headers.Get(name); v != nil {
-		return v.String()
-	}
-	return ""
-}
-
 func appendSSE(dst []byte, m eventstream.Message) []byte {
-	name, data := headerString(m, ":event-type"), m.Payload
-	switch headerString(m, ":message-type") {
+	// The event's name is appended from the decoder's buffer: an event
+	// costs no allocation.
+	name, data := m.HeaderBytes(":event-type"), m.Payload
+	switch string(m.HeaderBytes(":message-type")) {
 	case "exception":
-		name = headerString(m, ":exception-type")
-		data = withAWSType(data, name)
+		name = m.HeaderBytes(":exception-type")
+		data = withAWSType(data, string(name))
 	case "error":
-		name = "internalServerException"
-		msg, _ := json.Marshal(headerString(m, ":error-message"))
-		code, _ := json.Marshal(headerString(m, ":error-code"))
+		name = []byte("internalServerException")
+		msg, _ := json.Marshal(m.HeaderString(":error-message"))
+		code, _ := json.Marshal(m.HeaderString(":error-code"))
 		data = []byte(`{"__type":` + string(code) + `,"message":` + string(msg) + `}`)
 	}
 	if bytes.ContainsAny(data, "\r\n") {

@@ -81,6 +81,21 @@ func TestCorruptEventStreamFails(t *testing.T) {
 	}
 }
 
+// TestCutEventStreamIsAnError: a stream cut inside a message (the
+// connection dropped mid-payload) is an error, not a clean end that would
+// pass the partial answer off as whole. The SDK's decoder read such a
+// cut as io.EOF.
+func TestCutEventStreamIsAnError(t *testing.T) {
+	t.Parallel()
+	raw := encodeEvents(t, event("messageStart", `{"role":"assistant"}`), event("contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":"Hello there"}}`))
+	for _, cut := range []int{len(raw) - 20, len(raw) - 2, len(raw) - 60} {
+		got, err := io.ReadAll(newEventStreamSSE(io.NopCloser(bytes.NewReader(raw[:cut]))))
+		if !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Errorf("cut at %d of %d: err = %v after %q; want io.ErrUnexpectedEOF", cut, len(raw), err, got)
+		}
+	}
+}
+
 func TestWithAWSType(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{
@@ -114,7 +129,7 @@ func FuzzEventStreamToSSE(f *testing.F) {
 }
 
 // BenchmarkEventStreamToSSE is the re-framing's cost per ConverseStream
-// event (the SDK's decoder, CRCs included, and the SSE lines), over a
+// event (internal/eventstream's decoder, CRCs included, and the SSE lines), over a
 // 200-event stream.
 func BenchmarkEventStreamToSSE(b *testing.B) {
 	msgs := []eventstream.Message{event("messageStart", `{"p":"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRS","role":"assistant"}`)}

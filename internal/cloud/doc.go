@@ -8,11 +8,12 @@
 //
 // Credentials are kept here, process-wide and keyed by their source, so a
 // policy reload keeps a cached token: an Entra token file read again when it
-// changes, AWS credentials from the SDK's standard chain (cached and
-// refreshed by aws.CredentialsCache), Google access tokens from Application
+// changes, AWS credentials from the standard chain (awscreds.go: cached,
+// refreshed before expiry), Google access tokens from Application
 // Default Credentials (refreshed before expiry by oauth2.ReuseTokenSource).
 // No credential ever appears in an error this package returns.
 //
-// cloud imports policy and rewrite of detour's packages, and nothing that
-// imports it: internal/chain is its only user.
+// cloud imports policy, rewrite, internal/sigv4 and internal/eventstream of
+// detour's packages, and nothing that imports it: internal/chain is its
+// only user.
 package cloud

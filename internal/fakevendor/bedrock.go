@@ -1,7 +1,6 @@
 package fakevendor
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -14,10 +13,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
-
+	"github.com/detour-proxy/detour/internal/eventstream"
+	"github.com/detour-proxy/detour/internal/sigv4"
 	"github.com/detour-proxy/detour/rewrite"
 )
 
@@ -204,7 +201,7 @@ func (b *Bedrock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/vnd.amazon.eventstream")
 	w.WriteHeader(http.StatusOK)
-	es := bedrockStream{w: w, enc: eventstream.NewEncoder()}
+	es := bedrockStream{w: w}
 	es.event("messageStart", map[string]any{"role": "assistant"})
 	if fail == BedrockStreamEarly {
 		es.exception(strings.TrimPrefix(string(fail), "stream-early:"), bedrockStreamErrors[fail])
@@ -236,7 +233,7 @@ func bedrockRequestID(n int) string {
 }
 
 // verify checks the request's SigV4 signature by signing the same request
-// again with the SDK's signer: the headers the signature names, the body's
+// again: the headers the signature names, the body's
 // hash, the signing date the request carries. It returns Bedrock's error
 // type and body when the signature does not hold.
 func (b *Bedrock) verify(r *http.Request, body []byte) (errType, errBody string) {
@@ -272,10 +269,9 @@ func (b *Bedrock) verify(r *http.Request, body []byte) (errType, errBody string)
 	again.Header.Del("Authorization")
 	again.ContentLength = int64(len(body))
 	sum := sha256.Sum256(body)
-	creds := aws.Credentials{AccessKeyID: b.AccessKeyID, SecretAccessKey: b.SecretAccessKey, SessionToken: b.SessionToken}
-	if err := v4.NewSigner().SignHTTP(context.Background(), creds, again, hex.EncodeToString(sum[:]), "bedrock", b.Region, t); err != nil {
-		return "InvalidSignatureException", mismatch
-	}
+	creds := sigv4.Credentials{AccessKeyID: b.AccessKeyID, SecretAccessKey: b.SecretAccessKey, SessionToken: b.SessionToken}
+	var signer sigv4.Signer
+	signer.Sign(again, hex.EncodeToString(sum[:]), creds, "bedrock", b.Region, t)
 	if again.Header.Get("Authorization") != auth {
 		return "InvalidSignatureException", mismatch
 	}
@@ -315,31 +311,31 @@ const bedrockPadding = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJ"
 
 type bedrockStream struct {
 	w   http.ResponseWriter
-	enc *eventstream.Encoder
+	buf []byte
 }
 
 func (s *bedrockStream) event(typ string, payload map[string]any) {
 	payload["p"] = bedrockPadding[:len(typ)%len(bedrockPadding)+1]
 	b, _ := json.Marshal(payload)
-	s.send(eventstream.Message{Headers: eventstream.Headers{
+	s.send([]eventstream.Header{
 		{Name: ":event-type", Value: eventstream.StringValue(typ)},
 		{Name: ":content-type", Value: eventstream.StringValue("application/json")},
 		{Name: ":message-type", Value: eventstream.StringValue("event")},
-	}, Payload: b})
+	}, b)
 }
 
 func (s *bedrockStream) exception(typ, payload string) {
-	s.send(eventstream.Message{Headers: eventstream.Headers{
+	s.send([]eventstream.Header{
 		{Name: ":exception-type", Value: eventstream.StringValue(typ)},
 		{Name: ":content-type", Value: eventstream.StringValue("application/json")},
 		{Name: ":message-type", Value: eventstream.StringValue("exception")},
-	}, Payload: []byte(payload)})
+	}, []byte(payload))
 }
 
-func (s *bedrockStream) send(m eventstream.Message) {
-	var buf bytes.Buffer
-	if s.enc.Encode(&buf, m) == nil {
-		s.w.Write(buf.Bytes())
+func (s *bedrockStream) send(headers []eventstream.Header, payload []byte) {
+	var err error
+	if s.buf, err = eventstream.Append(s.buf[:0], headers, payload); err == nil {
+		s.w.Write(s.buf)
 		if f, ok := s.w.(http.Flusher); ok {
 			f.Flush()
 		}

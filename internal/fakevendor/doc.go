@@ -26,6 +26,7 @@
 // vendors' sections; a change here is a change to what the
 // proxy is tested against, so keep it byte-exact with those references.
 //
-// fakevendor imports only the standard library and rewrite (for Shape); it
-// must not import policy or proxy, which are what it is used to test.
+// fakevendor imports only the standard library, rewrite (for Shape) and,
+// for Bedrock, internal/eventstream and internal/sigv4; it must not import
+// policy or proxy, which are what it is used to test.
 package fakevendor
