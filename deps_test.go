@@ -20,7 +20,7 @@ func TestBinariesLeaveOutWhatTheyDoNotRun(t *testing.T) {
 	k8s := []string{"k8s.io", "sigs.k8s.io"}
 	// The OTLP exporter is detour's own (internal/telemetry/client.go):
 	// grpc-go would add some 5 MB to the sidecar.
-	grpc := []string{"google.golang.org/grpc"}
+	grpc := []string{"google.golang.org/grpc", "golang.org/x/oauth2", "cloud.google.com/go"}
 	for _, tc := range []struct {
 		pkg       string
 		forbidden []string
