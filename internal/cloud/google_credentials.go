@@ -127,7 +127,7 @@ func (f *googleCredentialsFile) source(depth int) (googleSource, error) {
 		}
 		return nil, errors.New(`not a Google credentials file (no "type"): use a service-account key file or gcloud's application_default_credentials.json`)
 	}
-	return nil, fmt.Errorf("credentials of type %q are not supported: use a service-account key file or gcloud auth application-default login", f.Type)
+	return nil, fmt.Errorf("credentials of type %q are not supported: use a service-account key file or gcloud auth application-default login", clip(f.Type))
 }
 
 // googleEndpoint checks a URL a credentials file names (def when it names
