@@ -43,9 +43,9 @@ type googleCredentialsFile struct {
 	TokenURL     string `json:"token_url"`
 
 	// impersonated_service_account
-	ImpersonationURL string                 `json:"service_account_impersonation_url"`
-	Delegates        []string               `json:"delegates"`
-	Source           *googleCredentialsFile `json:"source_credentials"`
+	ImpersonationURL string          `json:"service_account_impersonation_url"`
+	Delegates        []string        `json:"delegates"`
+	Source           json.RawMessage `json:"source_credentials"`
 
 	// An OAuth client ID file (what the Cloud console downloads) has one
 	// of these and no type: it names an app, not a credential.
@@ -57,14 +57,16 @@ type googleCredentialsFile struct {
 // access tokens, or says why it cannot (never quoting a secret). It does
 // no I/O: a key that does not parse is found here, before any request.
 func parseGoogleCredentials(b []byte) (googleSource, error) {
+	return parseGoogleCredentialsAt(b, 0)
+}
+
+// parseGoogleCredentialsAt parses a file, or (depth > 0) an impersonated
+// service account's source_credentials.
+func parseGoogleCredentialsAt(b []byte, depth int) (googleSource, error) {
 	var f googleCredentialsFile
 	if err := json.Unmarshal(b, &f); err != nil {
 		return nil, fmt.Errorf("not a Google credentials JSON file: %w", err)
 	}
-	return f.source(0)
-}
-
-func (f *googleCredentialsFile) source(depth int) (googleSource, error) {
 	switch f.Type {
 	case "service_account":
 		if f.ClientEmail == "" || f.PrivateKey == "" {
@@ -110,15 +112,13 @@ func (f *googleCredentialsFile) source(depth int) (googleSource, error) {
 		if err != nil {
 			return nil, err
 		}
-		src, err := f.Source.source(depth + 1)
+		src, err := parseGoogleCredentialsAt(f.Source, depth+1)
 		if err != nil {
 			return nil, fmt.Errorf("source_credentials: %w", err)
 		}
 		return &googleImpersonated{url: u, delegates: f.Delegates, source: src}, nil
 	case "external_account":
-		return nil, errors.New("workload identity federation (external_account) is not supported: on GKE use Workload Identity " +
-			"(leave vertex.credentials_file and GOOGLE_APPLICATION_CREDENTIALS unset, and the metadata server is used), " +
-			"elsewhere a service-account key file (gcloud iam service-accounts keys create)")
+		return parseGoogleExternal(b)
 	case "gdch_service_account":
 		return nil, errors.New("gdch_service_account (Google Distributed Cloud Hosted) is not supported: use a Google Cloud service-account key file")
 	case "":

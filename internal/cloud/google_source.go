@@ -136,7 +136,7 @@ const googleMaxAnswer = 1 << 20
 
 // postForm makes an OAuth2 token request (application/x-www-form-urlencoded)
 // and reads the answer. basic, when set, is the OAuth client sent by HTTP
-// Basic authentication (RFC 6749 §2.3.1: each part form-encoded).
+// Basic authentication.
 func (f googleFetcher) postForm(ctx context.Context, endpoint string, form url.Values, basic *[2]string) (*googleTokenAnswer, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(form.Encode()))
 	if err != nil {
@@ -144,7 +144,9 @@ func (f googleFetcher) postForm(ctx context.Context, endpoint string, form url.V
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	if basic != nil {
-		req.SetBasicAuth(url.QueryEscape(basic[0]), url.QueryEscape(basic[1]))
+		// As Google's STS client sends it (golang.org/x/oauth2's
+		// stsexchange): not form-encoded first.
+		req.SetBasicAuth(basic[0], basic[1])
 	}
 	body, status, err := f.do(req)
 	if err != nil {
@@ -226,6 +228,9 @@ type googleImpersonated struct {
 	url       string
 	delegates []string
 	source    googleSource
+	// lifetime is asked of the IAM Credentials API;
+	// "" is googleImpersonatedLifetime.
+	lifetime string
 }
 
 func (g *googleImpersonated) String() string {
@@ -242,11 +247,15 @@ func (g *googleImpersonated) fetch(ctx context.Context, f googleFetcher) (google
 	if err != nil {
 		return googleToken{}, fmt.Errorf("source_credentials (%s): %w", g.source, err)
 	}
+	lifetime := g.lifetime
+	if lifetime == "" {
+		lifetime = googleImpersonatedLifetime
+	}
 	reqBody, err := json.Marshal(struct {
 		Delegates []string `json:"delegates,omitempty"`
 		Scope     []string `json:"scope"`
 		Lifetime  string   `json:"lifetime"`
-	}{g.delegates, []string{vertexScope}, googleImpersonatedLifetime})
+	}{g.delegates, []string{vertexScope}, lifetime})
 	if err != nil {
 		return googleToken{}, err
 	}

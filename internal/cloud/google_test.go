@@ -690,9 +690,18 @@ func TestGoogleCredentialsRefused(t *testing.T) {
 		file any
 		want string
 	}{
-		{"external_account", map[string]any{"type": "external_account", "audience": "//iam.googleapis.com/x",
-			"subject_token_type": "urn:ietf:params:oauth:token-type:jwt", "token_url": "https://sts.googleapis.com/v1/token",
-			"credential_source": map[string]any{"file": "/var/run/token"}}, "GKE use Workload Identity"},
+		{"external_account from AWS", map[string]any{"type": "external_account", "audience": "//iam.googleapis.com/x",
+			"subject_token_type": "urn:ietf:params:aws:token-type:aws4_request",
+			"credential_source":  map[string]any{"environment_id": "aws1", "region_url": "http://169.254.169.254/latest/meta-data/placement/availability-zone"}},
+			"GKE use Workload Identity"},
+		{"external_account from a program", map[string]any{"type": "external_account", "audience": "//iam.googleapis.com/x",
+			"subject_token_type": "urn:ietf:params:oauth:token-type:jwt",
+			"credential_source":  map[string]any{"executable": map[string]any{"command": "/bin/get-token"}}}, "service-account key file"},
+		{"external_account without a source", map[string]any{"type": "external_account", "audience": "//iam.googleapis.com/x",
+			"subject_token_type": "urn:ietf:params:oauth:token-type:jwt"}, `"file" or a "url"`},
+		{"external_account json without a field", map[string]any{"type": "external_account", "audience": "//iam.googleapis.com/x",
+			"subject_token_type": "urn:ietf:params:oauth:token-type:jwt",
+			"credential_source":  map[string]any{"file": "/t", "format": map[string]any{"type": "json"}}}, "subject_token_field_name"},
 		{"gdch", map[string]any{"type": "gdch_service_account"}, "not supported"},
 		{"OAuth client ID", map[string]any{"installed": map[string]any{"client_id": "x"}}, "OAuth client ID file"},
 		{"no type", map[string]any{"client_email": "x"}, `no "type"`},
@@ -742,7 +751,10 @@ func FuzzGoogleCredentials(f *testing.F) {
 		map[string]any{"type": "external_account_authorized_user", "client_id": "a", "client_secret": "b", "refresh_token": "c", "token_url": "https://sts.googleapis.com/v1/oauthtoken"},
 		map[string]any{"type": "impersonated_service_account", "service_account_impersonation_url": "https://iamcredentials.googleapis.com/v1/x",
 			"source_credentials": map[string]any{"type": "authorized_user", "client_id": "a", "client_secret": "b", "refresh_token": "c"}},
-		map[string]any{"type": "external_account"},
+		map[string]any{"type": "external_account", "audience": "//iam.googleapis.com/x", "subject_token_type": "urn:ietf:params:oauth:token-type:jwt",
+			"service_account_impersonation_url": "https://iamcredentials.googleapis.com/v1/x",
+			"credential_source":                 map[string]any{"url": "http://169.254.169.254/token", "format": map[string]any{"type": "json", "subject_token_field_name": "t"}}},
+		map[string]any{"type": "external_account", "credential_source": map[string]any{"environment_id": "aws1"}},
 		map[string]any{"web": map[string]any{}},
 	} {
 		b, _ := json.Marshal(v)
@@ -766,6 +778,101 @@ func FuzzGoogleCredentials(f *testing.F) {
 		}
 		if src == nil || src.String() == "" {
 			t.Errorf("accepted %q with no source or name", b)
+		}
+	})
+}
+
+// fakeSTS is Google's Security Token Service: it exchanges a subject token
+// it trusts for an access token (RFC 8693), checking the form an
+// external_account file makes.
+func fakeSTS(t *testing.T, audience string, trusted func(subject string) bool) (tokenURL string, hits func() int) {
+	t.Helper()
+	var mu sync.Mutex
+	n := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.ParseForm()
+		mu.Lock()
+		n++
+		name := fmt.Sprintf("ya29.sts-%d", n)
+		mu.Unlock()
+		f := r.PostForm
+		w.Header().Set("Content-Type", "application/json")
+		if f.Get("grant_type") != "urn:ietf:params:oauth:grant-type:token-exchange" || f.Get("audience") != audience ||
+			f.Get("scope") != vertexScope || f.Get("requested_token_type") != "urn:ietf:params:oauth:token-type:access_token" ||
+			f.Get("subject_token_type") != "urn:ietf:params:oauth:token-type:jwt" || !trusted(f.Get("subject_token")) {
+			t.Errorf("STS asked %v", f)
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprint(w, `{"error":"invalid_grant","error_description":"The subject token is invalid."}`)
+			return
+		}
+		fmt.Fprintf(w, `{"access_token":%q,"issued_token_type":"urn:ietf:params:oauth:token-type:access_token","token_type":"Bearer","expires_in":3600}`, name)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/v1/token", func() int { mu.Lock(); defer mu.Unlock(); return n }
+}
+
+// TestGoogleExternalAccount: workload identity federation whose subject
+// token is a file (read again at each refresh, as a projected token
+// rotates) or a URL's JSON, exchanged at the STS, and then, when the file
+// says so, for an impersonated service account's token.
+func TestGoogleExternalAccount(t *testing.T) {
+	t.Parallel()
+	const audience = "//iam.googleapis.com/projects/1/locations/global/workloadIdentityPools/pool/providers/k8s"
+	t.Run("file, rotated", func(t *testing.T) {
+		t.Parallel()
+		clock := newTestClock()
+		tokenFile := filepath.Join(t.TempDir(), "token")
+		os.WriteFile(tokenFile, []byte("subject-1\n"), 0o600)
+		var mu sync.Mutex
+		want := "subject-1"
+		stsURL, hits := fakeSTS(t, audience, func(s string) bool { mu.Lock(); defer mu.Unlock(); return s == want })
+		file := writeJSON(t, "wif.json", map[string]any{
+			"type": "external_account", "audience": audience, "subject_token_type": "urn:ietf:params:oauth:token-type:jwt",
+			"token_url": stsURL, "credential_source": map[string]any{"file": tokenFile},
+		})
+		g := &googleTokens{file: file, getenv: env(), now: clock.now}
+		if tok, err := g.token(context.Background()); err != nil || tok != "ya29.sts-1" {
+			t.Fatalf("%q, %v", tok, err)
+		}
+		mu.Lock()
+		want = "subject-2"
+		mu.Unlock()
+		os.WriteFile(tokenFile, []byte("subject-2"), 0o600)
+		clock.add(time.Hour)
+		if tok, err := g.token(context.Background()); err != nil || tok != "ya29.sts-2" || hits() != 2 {
+			t.Fatalf("after the token file rotated: %q, %v", tok, err)
+		}
+	})
+	t.Run("url json, impersonated", func(t *testing.T) {
+		t.Parallel()
+		src := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Metadata") != "True" {
+				w.WriteHeader(http.StatusBadRequest)
+				return
+			}
+			fmt.Fprint(w, `{"access_token":"subject-url","token_type":"Bearer"}`)
+		}))
+		t.Cleanup(src.Close)
+		stsURL, _ := fakeSTS(t, audience, func(s string) bool { return s == "subject-url" })
+		iam := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			var body struct{ Lifetime string }
+			json.NewDecoder(r.Body).Decode(&body)
+			if r.Header.Get("Authorization") != "Bearer ya29.sts-1" || body.Lifetime != "1800s" {
+				t.Errorf("IAM asked with %q, %+v", r.Header.Get("Authorization"), body)
+			}
+			fmt.Fprintf(w, `{"accessToken":"ya29.wif-impersonated","expireTime":%q}`, time.Now().Add(30*time.Minute).UTC().Format(time.RFC3339))
+		}))
+		t.Cleanup(iam.Close)
+		file := writeJSON(t, "wif.json", map[string]any{
+			"type": "external_account", "audience": audience, "subject_token_type": "urn:ietf:params:oauth:token-type:jwt",
+			"token_url": stsURL, "service_account_impersonation_url": iam.URL + "/v1/projects/-/serviceAccounts/sa@p.iam.gserviceaccount.com:generateAccessToken",
+			"service_account_impersonation": map[string]any{"token_lifetime_seconds": 1800},
+			"credential_source": map[string]any{"url": src.URL, "headers": map[string]string{"Metadata": "True"},
+				"format": map[string]any{"type": "json", "subject_token_field_name": "access_token"}},
+		})
+		g := &googleTokens{file: file, getenv: env()}
+		if tok, err := g.token(context.Background()); err != nil || tok != "ya29.wif-impersonated" {
+			t.Fatalf("%q, %v", tok, err)
 		}
 	})
 }
