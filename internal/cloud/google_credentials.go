@@ -56,6 +56,9 @@ type googleCredentialsFile struct {
 // parseGoogleCredentials reads a credentials file into the source of its
 // access tokens, or says why it cannot (never quoting a secret). It does
 // no I/O: a key that does not parse is found here, before any request.
+// The file is the operator's (the policy's, the environment's, gcloud's),
+// never an app's, so the endpoints and the subject-token file or URL it
+// names are trusted, as Google's own libraries trust them.
 func parseGoogleCredentials(b []byte) (googleSource, error) {
 	return parseGoogleCredentialsAt(b, 0)
 }

@@ -3,6 +3,7 @@ package cloud
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -67,31 +68,37 @@ func (m *googleMetadata) fetch(ctx context.Context, f googleFetcher) (googleToke
 	const todo = "set vertex.credentials_file or GOOGLE_APPLICATION_CREDENTIALS to a service-account key file, " +
 		"run gcloud auth application-default login, or run on GCE, or GKE with Workload Identity"
 	if err != nil {
-		return googleToken{}, fmt.Errorf("no Google credentials found: %s, and no metadata server answered at %s (%v): %s", m.searched, m.host, err, todo)
+		// The URL is in the error's name already (String).
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return googleToken{}, fmt.Errorf("no Google credentials found: %s, and it did not answer (%v): %s", m.searched, err, todo)
 	}
 	defer resp.Body.Close()
 	if resp.Header.Get("Metadata-Flavor") != "Google" {
-		return googleToken{}, fmt.Errorf("no Google credentials found: %s, and %s answered %d, but not as Google's metadata server (no Metadata-Flavor: Google): %s",
-			m.searched, m.host, resp.StatusCode, todo)
+		return googleToken{}, fmt.Errorf("no Google credentials found: %s, and it answered %d, but not as Google's metadata server (no Metadata-Flavor: Google): %s",
+			m.searched, resp.StatusCode, todo)
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, googleMaxAnswer))
 	status := resp.StatusCode
 	if err != nil {
-		return googleToken{}, fmt.Errorf("the metadata server at %s: %w", m.host, err)
+		return googleToken{}, fmt.Errorf("reading its answer: %w", err)
 	}
 	if status != http.StatusOK {
 		// Its errors are plain text, and name what is missing (no
 		// service account on the instance, a Workload Identity
 		// binding the pod lacks).
-		return googleToken{}, &googleAnswerError{endpoint: "the metadata server at " + m.host, status: status, detail: clip(string(body)),
+		// (googleTokens names the server before this error.)
+		return googleToken{}, &googleAnswerError{endpoint: "its token endpoint", status: status, detail: clip(string(body)),
 			hint: "on GKE, check the Workload Identity binding of the pod's Kubernetes service account; on GCE, that the instance has a service account"}
 	}
 	var a googleTokenAnswer
 	if err := json.Unmarshal(body, &a); err != nil {
-		return googleToken{}, fmt.Errorf("the metadata server at %s: the answer is not a token: %w", m.host, err)
+		return googleToken{}, fmt.Errorf("its answer is not a token: %w", err)
 	}
 	if n, err := a.ExpiresIn.Int64(); err != nil || n <= 0 {
-		return googleToken{}, fmt.Errorf("the metadata server at %s: the token has no expires_in", m.host)
+		return googleToken{}, errors.New("its token has no expires_in")
 	}
 	return a.token(f.now())
 }

@@ -150,7 +150,7 @@ func (f googleFetcher) postForm(ctx context.Context, endpoint string, form url.V
 	}
 	body, status, err := f.do(req)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: check that detour can reach %s, directly or through HTTPS_PROXY", err, req.URL.Host)
 	}
 	if status < 200 || status > 299 {
 		return nil, newGoogleAnswerError("token endpoint "+endpoint, status, body)

@@ -156,7 +156,11 @@ func (g *googleTokens) find() (googleSource, string, error) {
 		return g.fromFile(g.file, "vertex.credentials_file "+g.file)
 	}
 	if f := g.env(googleAppCredentialsEnv); f != "" {
-		return g.fromFile(f, googleAppCredentialsEnv+"="+f)
+		src, name, err := g.fromFile(f, googleAppCredentialsEnv+"="+f)
+		if err != nil {
+			err = fmt.Errorf("%w (set %s to a readable Google credentials file, or unset it)", err, googleAppCredentialsEnv)
+		}
+		return src, name, err
 	}
 	// gcloud's file is used when it can be read, as by Google's own
 	// libraries; otherwise the search goes on.
