@@ -12,8 +12,8 @@ import (
 )
 
 // googleEarlyExpiry is how long before its expiry a cached token is
-// replaced. Vertex checks the token when the request's headers arrive, so
-// the margin needs to cover only the time from handing it out to then (a
+// replaced. The token travels in the request's headers, so the margin
+// needs to cover only the time from handing it out to sending them (a
 // connection and a TLS handshake; a retry asks for a token again).
 // golang.org/x/oauth2 used the same 10 s, so tokens are refreshed when
 // they were before. A much larger margin would refresh on every call a
