@@ -22,11 +22,14 @@ func TestBinariesLeaveOutWhatTheyDoNotRun(t *testing.T) {
 	// grpc-go would add some 5 MB to the sidecar. So is its encoding
 	// (otlp.go): the generated OTLP messages are for tests.
 	grpc := []string{"google.golang.org/grpc", "go.opentelemetry.io/proto"}
+	// The cloud credentials are detour's own (internal/cloud, internal/sigv4,
+	// internal/eventstream): the SDKs they replace are for tests.
+	clouds := []string{"github.com/aws", "golang.org/x/oauth2", "cloud.google.com/go"}
 	for _, tc := range []struct {
 		pkg       string
 		forbidden []string
 	}{
-		{".", append(append(append(append(append([]string(nil), sdks...), tests...), k8s...), grpc...), "github.com/aws")},
+		{".", append(append(append(append(append([]string(nil), sdks...), tests...), k8s...), grpc...), clouds...)},
 		{"./cmd/detour-webhook", append(append([]string(nil), sdks...), tests...)},
 	} {
 		out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", tc.pkg).Output()

@@ -10,7 +10,8 @@
 // policy reload keeps a cached token: an Entra token file read again when it
 // changes, AWS credentials from the standard chain (awscreds.go: cached,
 // refreshed before expiry), Google access tokens from Application
-// Default Credentials (refreshed before expiry by oauth2.ReuseTokenSource).
+// Default Credentials (detour's own: google_tokens.go, refreshed before
+// expiry, one refresh at a time).
 // No credential ever appears in an error this package returns.
 //
 // cloud imports policy, rewrite, internal/sigv4 and internal/eventstream of

@@ -1,17 +1,11 @@
 package cloud
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"strings"
-	"sync"
-
-	"golang.org/x/oauth2"
-	"golang.org/x/oauth2/google"
 
 	"github.com/detour-proxy/detour/policy"
 	"github.com/detour-proxy/detour/rewrite"
@@ -23,68 +17,6 @@ const vertexScope = "https://www.googleapis.com/auth/cloud-platform"
 // vertexAnthropicVersion is the anthropic_version Claude on Vertex requires
 // in the body (instead of the anthropic-version header).
 const vertexAnthropicVersion = "vertex-2023-10-16"
-
-// googleTokens is an OAuth2 access token source from Application Default
-// Credentials (or one key file), found on first use and kept: its
-// TokenSource is an oauth2.ReuseTokenSource, which hands out the cached
-// token and fetches a new one shortly before it expires. A failed search is
-// not kept.
-type googleTokens struct {
-	file string
-
-	mu sync.Mutex
-	ts oauth2.TokenSource
-}
-
-func (g *googleTokens) token() (string, error) {
-	g.mu.Lock()
-	ts := g.ts
-	if ts == nil {
-		var err error
-		if ts, err = g.find(); err != nil {
-			g.mu.Unlock()
-			return "", fmt.Errorf("vertex: Google credentials: %w", err)
-		}
-		g.ts = ts
-	}
-	g.mu.Unlock()
-	tok, err := ts.Token()
-	if err != nil {
-		return "", fmt.Errorf("vertex: access token: %w", err)
-	}
-	return tok.AccessToken, nil
-}
-
-// find builds the token source. Its context outlives every request: the
-// source refreshes with it long after the request that created it ended.
-func (g *googleTokens) find() (oauth2.TokenSource, error) {
-	ctx := context.Background()
-	if g.file == "" {
-		// GOOGLE_APPLICATION_CREDENTIALS, gcloud's file, then the
-		// metadata server (GKE workload identity, GCE).
-		c, err := google.FindDefaultCredentials(ctx, vertexScope)
-		if err != nil {
-			return nil, err
-		}
-		return c.TokenSource, nil
-	}
-	b, err := os.ReadFile(g.file)
-	if err != nil {
-		return nil, err
-	}
-	// The policy's author names the file, so its own type is trusted.
-	var head struct {
-		Type string `json:"type"`
-	}
-	if err := json.Unmarshal(b, &head); err != nil || head.Type == "" {
-		return nil, errors.New(g.file + " is not a Google credentials JSON file")
-	}
-	c, err := google.CredentialsFromJSONWithType(ctx, b, google.CredentialsType(head.Type), vertexScope)
-	if err != nil {
-		return nil, err
-	}
-	return c.TokenSource, nil
-}
 
 func (r *Registry) vertex(u *policy.Upstream, next http.RoundTripper) http.RoundTripper {
 	r.mu.Lock()
@@ -147,7 +79,7 @@ func (v *vertex) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, fmt.Errorf("vertex: shape %s", v.u.Shape)
 	}
 	r.URL = &u
-	tok, err := v.tokens.token()
+	tok, err := v.tokens.token(req.Context())
 	if err != nil {
 		return nil, err
 	}
