@@ -11,8 +11,8 @@ import (
 	"github.com/detour-proxy/detour/internal/chain"
 	"github.com/detour-proxy/detour/internal/health"
 	"github.com/detour-proxy/detour/internal/testsupport"
-	"github.com/detour-proxy/detour/rewrite"
 	"github.com/detour-proxy/detour/policy"
+	"github.com/detour-proxy/detour/rewrite"
 )
 
 // representativeMetrics drives every family detour exports into a state
