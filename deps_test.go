@@ -21,11 +21,14 @@ func TestBinariesLeaveOutWhatTheyDoNotRun(t *testing.T) {
 	// The OTLP exporter is detour's own (internal/telemetry/client.go):
 	// grpc-go would add some 5 MB to the sidecar.
 	grpc := []string{"google.golang.org/grpc"}
+	// /metrics is detour's own (internal/metrics): the Prometheus client
+	// brought its data model, procfs and the protobuf runtime along.
+	prom := []string{"github.com/prometheus"}
 	for _, tc := range []struct {
 		pkg       string
 		forbidden []string
 	}{
-		{".", append(append(append(append([]string(nil), sdks...), tests...), k8s...), grpc...)},
+		{".", append(append(append(append(append([]string(nil), sdks...), tests...), k8s...), grpc...), prom...)},
 		{"./cmd/detour-webhook", append(append([]string(nil), sdks...), tests...)},
 	} {
 		out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", tc.pkg).Output()
