@@ -141,11 +141,18 @@ func (r *Registry) Handler() http.Handler {
 		h.Set("Content-Type", ContentType)
 		h.Add("Vary", "Accept-Encoding")
 		bw := bufPool.Get().(*bufio.Writer)
-		defer bufPool.Put(bw)
+		defer func() {
+			// Pooled without the response they wrote to.
+			bw.Reset(nil)
+			bufPool.Put(bw)
+		}()
 		if acceptsGzip(req.Header.Values("Accept-Encoding")) {
 			h.Set("Content-Encoding", "gzip")
 			gz := gzipPool.Get().(*gzip.Writer)
-			defer gzipPool.Put(gz)
+			defer func() {
+				gz.Reset(nil)
+				gzipPool.Put(gz)
+			}()
 			gz.Reset(w)
 			bw.Reset(gz)
 			if s.WriteText(bw) == nil {
