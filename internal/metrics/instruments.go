@@ -178,5 +178,8 @@ func NewGaugeFunc(name, help string, f func() float64) *Func {
 	return &Func{desc: NewDesc(name, help, KindGauge), f: f}
 }
 
+// Desc describes the family.
+func (f *Func) Desc() *Desc { return f.desc }
+
 // Collect adds f's value to s.
 func (f *Func) Collect(s *Scrape) { s.Add(f.desc, f.f()) }

@@ -114,15 +114,27 @@ type Collector interface {
 type Registry struct {
 	mu         sync.Mutex
 	collectors []Collector
+	names      map[string]bool
 }
 
 // NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{} }
+func NewRegistry() *Registry { return &Registry{names: map[string]bool{}} }
 
-// Register adds collectors to r.
+// Register adds collectors to r. It panics when an instrument (a vector or
+// a Func) has the name of one registered before, as the Prometheus client
+// did: the two would write one family twice.
 func (r *Registry) Register(cs ...Collector) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	for _, c := range cs {
+		if d, ok := c.(interface{ Desc() *Desc }); ok {
+			n := d.Desc().name
+			if r.names[n] {
+				panic("metrics: " + n + " registered twice")
+			}
+			r.names[n] = true
+		}
+	}
 	r.collectors = append(r.collectors, cs...)
 }
 

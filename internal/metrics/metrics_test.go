@@ -307,3 +307,17 @@ func TestInstrumentsCountEveryUpdateUnderConcurrentScrapes(t *testing.T) {
 		}
 	}
 }
+
+// TestRegisterRefusesANameTwice: two instruments of one name would write
+// one family twice.
+func TestRegisterRefusesANameTwice(t *testing.T) {
+	t.Parallel()
+	r := NewRegistry()
+	r.Register(NewGaugeFunc("x_bytes", "X.", func() float64 { return 1 }))
+	defer func() {
+		if recover() == nil {
+			t.Error("a second x_bytes was registered")
+		}
+	}()
+	r.Register(NewCounterVec("x_bytes", "X again."))
+}

@@ -29,6 +29,9 @@ func newVec[M any](d *Desc, newChild func() *M) vec[M] {
 	return vec[M]{desc: d, newChild: newChild, children: map[uint64][]*child[M]{}}
 }
 
+// Desc describes the family.
+func (v *vec[M]) Desc() *Desc { return v.desc }
+
 // WithLabelValues returns the child for values, given in the order of the
 // family's label names, making it on first use. It panics when the number
 // of values is not the number of label names.
