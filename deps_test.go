@@ -25,11 +25,15 @@ func TestBinariesLeaveOutWhatTheyDoNotRun(t *testing.T) {
 	// The cloud credentials are detour's own (internal/cloud, internal/sigv4,
 	// internal/eventstream): the SDKs they replace are for tests.
 	clouds := []string{"github.com/aws", "golang.org/x/oauth2", "cloud.google.com/go"}
+	// /metrics is detour's own (internal/metrics): the Prometheus client
+	// brought its data model, procfs and the protobuf runtime along, which
+	// nothing else in the sidecar needs.
+	prom := []string{"github.com/prometheus", "google.golang.org/protobuf"}
 	for _, tc := range []struct {
 		pkg       string
 		forbidden []string
 	}{
-		{".", append(append(append(append(append([]string(nil), sdks...), tests...), k8s...), grpc...), clouds...)},
+		{".", append(append(append(append(append(append([]string(nil), sdks...), tests...), k8s...), grpc...), clouds...), prom...)},
 		{"./cmd/detour-webhook", append(append([]string(nil), sdks...), tests...)},
 	} {
 		out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", tc.pkg).Output()

@@ -3,9 +3,8 @@ package admin
 import (
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/detour-proxy/detour/internal/health"
+	"github.com/detour-proxy/detour/internal/metrics"
 	"github.com/detour-proxy/detour/policy"
 )
 
@@ -63,13 +62,11 @@ type budgetCollector struct {
 	now    func() time.Time
 }
 
-var budgetUsedDesc = prometheus.NewDesc(Namespace+"_budget_used_ratio",
+var budgetUsedDesc = metrics.NewDesc(Namespace+"_budget_used_ratio",
 	"Spend / limit of each budget's current period (period daily or monthly); at 1 or more the budget is spent and its upstreams are skipped (budget_exhausted).",
-	[]string{"budget", "period"}, nil)
+	metrics.KindGauge, "budget", "period")
 
-func (c *budgetCollector) Describe(ch chan<- *prometheus.Desc) { ch <- budgetUsedDesc }
-
-func (c *budgetCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *budgetCollector) Collect(s *metrics.Scrape) {
 	pol := c.store.Load()
 	if pol == nil {
 		return
@@ -78,7 +75,7 @@ func (c *budgetCollector) Collect(ch chan<- prometheus.Metric) {
 	var buf [2]policy.Period
 	for _, b := range pol.Budgets {
 		for _, p := range b.Periods(now, &buf) {
-			ch <- prometheus.MustNewConstMetric(budgetUsedDesc, prometheus.GaugeValue, c.health.Spent(p.Key)/p.Limit, b.Name, p.Kind)
+			s.Add(budgetUsedDesc, c.health.Spent(p.Key)/p.Limit, b.Name, p.Kind)
 		}
 	}
 }

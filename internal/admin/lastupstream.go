@@ -1,8 +1,7 @@
 package admin
 
 import (
-	"github.com/prometheus/client_golang/prometheus"
-
+	"github.com/detour-proxy/detour/internal/metrics"
 	"github.com/detour-proxy/detour/policy"
 )
 
@@ -12,7 +11,7 @@ import (
 // alert "the last resort of a route is out" (charts/detour/rules), which
 // cannot be written from per-upstream gauges alone because only the policy
 // knows the chains' order.
-func collectLastUpstreams(ch chan<- prometheus.Metric, pol *policy.Compiled) {
+func collectLastUpstreams(s *metrics.Scrape, pol *policy.Compiled) {
 	for _, r := range pol.Routes {
 		seen := map[string]bool{}
 		emit := func(chain []*policy.Upstream) {
@@ -24,7 +23,7 @@ func collectLastUpstreams(ch chan<- prometheus.Metric, pol *policy.Compiled) {
 				return
 			}
 			seen[last] = true
-			ch <- prometheus.MustNewConstMetric(lastUpstreamDesc, prometheus.GaugeValue, 1, r.Name, last)
+			s.Add(lastUpstreamDesc, 1, r.Name, last)
 		}
 		emit(r.Chain)
 		for _, tc := range r.Tiers {

@@ -4,12 +4,9 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/detour-proxy/detour/internal/chain"
 	"github.com/detour-proxy/detour/internal/health"
+	"github.com/detour-proxy/detour/internal/metrics"
 	"github.com/detour-proxy/detour/policy"
 )
 
@@ -32,84 +29,78 @@ const (
 )
 
 // Metrics are detour's Prometheus metrics (docs/architecture.md#admin-listener-and-metrics), on a registry of
-// their own with the Go and process collectors: nothing registered globally
-// by a library leaks into detour's /metrics.
+// their own (internal/metrics) with the go_* and process_* families.
 //
 // Every label value comes from the policy (route and upstream names, tiers),
 // from the fixed set of failure classes, or from a fixed set of outcomes;
 // never from the model string, the path or the host, so that cardinality
 // stays bounded by the policy.
 type Metrics struct {
-	reg *prometheus.Registry
+	reg *metrics.Registry
 
-	requests  *prometheus.CounterVec
-	attempts  *prometheus.CounterVec
-	failovers *prometheus.CounterVec
-	latency   *prometheus.HistogramVec
-	overhead  prometheus.Histogram
-	cache     *prometheus.CounterVec
-	tokens    *prometheus.CounterVec
-	probes    *prometheus.CounterVec
-	cost      *prometheus.CounterVec
+	requests  *metrics.CounterVec
+	attempts  *metrics.CounterVec
+	failovers *metrics.CounterVec
+	latency   *metrics.HistogramVec
+	overhead  *metrics.Histogram
+	cache     *metrics.CounterVec
+	tokens    *metrics.CounterVec
+	probes    *metrics.CounterVec
+	cost      *metrics.CounterVec
+
+	// The children every request may touch whatever the policy, resolved
+	// once.
+	cacheResult map[string]*metrics.Counter
 }
 
 // NewMetrics returns detour's metrics. breaker_state, cooldown_active and
 // policy_reloads_total are read from store and health when scraped; the rest
 // are fed by Observe.
 func NewMetrics(store *policy.Store, h *health.Registry) *Metrics {
-	m := &Metrics{reg: prometheus.NewRegistry()}
-	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: Namespace, Name: "requests_total",
-		Help: "App requests by route, tier and outcome (answered, failed, stopped, client_gone, passthrough, drained).",
-	}, []string{"route", "tier", "outcome"})
-	m.attempts = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: Namespace, Name: "attempts_total",
-		Help: `Upstream attempts by upstream and class: "ok", a failure class, "skipped", or "client_gone".`,
-	}, []string{"upstream", "class"})
-	m.failovers = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: Namespace, Name: "failovers_total",
-		Help: "Fall-overs from one upstream to the next one tried, by route.",
-	}, []string{"route", "from", "to"})
-	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Namespace: Namespace, Name: "upstream_latency_seconds",
-		Help:    "Upstream attempt latency from sending the request: to response headers (phase headers), to the commit point of an answer (phase commit).",
-		Buckets: latencyBuckets,
-	}, []string{"upstream", "phase"})
-	m.overhead = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Namespace: Namespace, Name: "overhead_seconds",
-		Help:    "Time detour adds to an answered request: time to first byte minus the upstream attempts' own time.",
-		Buckets: overheadBuckets,
-	})
-	m.cache = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: Namespace, Name: "cache_total",
-		Help: "Response cache use per eligible request by result: stored (an upstream answered and the answer was kept), hit (every upstream failed; a stored answer was served), miss (nothing stored or served), bypass (not eligible: temperature).",
-	}, []string{"result"})
-	m.tokens = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: Namespace, Name: "tokens_total",
-		Help: "Tokens reported by the answering upstream, by direction (input, output).",
-	}, []string{"upstream", "direction"})
-	m.probes = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: Namespace, Name: "probe_total",
-		Help: `Active health probes (upstreams.NAME.probe) by upstream and result: "ok" or the failure class.`,
-	}, []string{"upstream", "result"})
-	m.cost = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: Namespace, Name: "cost_usd_total",
-		Help: "USD spent on answers, at the answering upstream's prices (upstreams.NAME.prices).",
-	}, []string{"upstream"})
+	m := &Metrics{reg: metrics.NewRegistry()}
+	m.requests = metrics.NewCounterVec(Namespace+"_requests_total",
+		"App requests by route, tier and outcome (answered, failed, stopped, client_gone, passthrough, drained).",
+		"route", "tier", "outcome")
+	m.attempts = metrics.NewCounterVec(Namespace+"_attempts_total",
+		`Upstream attempts by upstream and class: "ok", a failure class, "skipped", or "client_gone".`,
+		"upstream", "class")
+	m.failovers = metrics.NewCounterVec(Namespace+"_failovers_total",
+		"Fall-overs from one upstream to the next one tried, by route.",
+		"route", "from", "to")
+	m.latency = metrics.NewHistogramVec(Namespace+"_upstream_latency_seconds",
+		"Upstream attempt latency from sending the request: to response headers (phase headers), to the commit point of an answer (phase commit).",
+		latencyBuckets, "upstream", "phase")
+	overhead := metrics.NewHistogramVec(Namespace+"_overhead_seconds",
+		"Time detour adds to an answered request: time to first byte minus the upstream attempts' own time.",
+		overheadBuckets)
+	m.overhead = overhead.WithLabelValues()
+	m.cache = metrics.NewCounterVec(Namespace+"_cache_total",
+		"Response cache use per eligible request by result: stored (an upstream answered and the answer was kept), hit (every upstream failed; a stored answer was served), miss (nothing stored or served), bypass (not eligible: temperature).",
+		"result")
+	m.tokens = metrics.NewCounterVec(Namespace+"_tokens_total",
+		"Tokens reported by the answering upstream, by direction (input, output).",
+		"upstream", "direction")
+	m.probes = metrics.NewCounterVec(Namespace+"_probe_total",
+		`Active health probes (upstreams.NAME.probe) by upstream and result: "ok" or the failure class.`,
+		"upstream", "result")
+	m.cost = metrics.NewCounterVec(Namespace+"_cost_usd_total",
+		"USD spent on answers, at the answering upstream's prices (upstreams.NAME.prices).",
+		"upstream")
 	// Present from the start, so that dashboards and alerts find the series
 	// before the cache exists.
+	m.cacheResult = map[string]*metrics.Counter{}
 	for _, r := range []string{chain.CacheHit, chain.CacheMiss, chain.CacheStored, chain.CacheBypass} {
-		m.cache.WithLabelValues(r)
+		m.cacheResult[r] = m.cache.WithLabelValues(r)
 	}
 
-	m.reg.MustRegister(
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.requests, m.attempts, m.failovers, m.latency, m.overhead, m.cache, m.tokens, m.probes, m.cost,
+	m.reg.Register(
+		metrics.NewGoCollector(),
+		metrics.NewProcessCollector(),
+		m.requests, m.attempts, m.failovers, m.latency, overhead, m.cache, m.tokens, m.probes, m.cost,
 		&stateCollector{store: store, health: h, now: time.Now},
 		&budgetCollector{store: store, health: h, now: time.Now},
 	)
-	m.reg.MustRegister(stateMetrics(h)...)
+	m.reg.Register(stateMetrics(h)...)
 	return m
 }
 
@@ -117,10 +108,9 @@ func NewMetrics(store *policy.Store, h *health.Registry) *Metrics {
 // scraped: the request body bytes held by requests in flight, against the
 // policy's limits.buffered_bytes.
 func (m *Metrics) BufferedBytes(bytes func() int64) {
-	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: Namespace, Name: "buffered_bytes",
-		Help: "Request body bytes buffered by requests in flight (bounded by limits.buffered_bytes).",
-	}, func() float64 { return float64(bytes()) }))
+	m.reg.Register(metrics.NewGaugeFunc(Namespace+"_buffered_bytes",
+		"Request body bytes buffered by requests in flight (bounded by limits.buffered_bytes).",
+		func() float64 { return float64(bytes()) }))
 }
 
 // Tracing adds the counters of trace export, read when scraped:
@@ -129,24 +119,22 @@ func (m *Metrics) BufferedBytes(bytes func() int64) {
 // detour_trace_export_failures_total (failed export calls). Both stay 0
 // while tracing is off.
 func (m *Metrics) Tracing(dropped, failures func() uint64) {
-	m.reg.MustRegister(
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "trace_spans_dropped_total",
-			Help: "Trace spans that never reached the OTLP collector: dropped at a full export queue, or lost in a failed export.",
-		}, func() float64 { return float64(dropped()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "trace_export_failures_total",
-			Help: "OTLP trace export calls that failed (collector unreachable, refused, timed out).",
-		}, func() float64 { return float64(failures()) }),
+	m.reg.Register(
+		metrics.NewCounterFunc(Namespace+"_trace_spans_dropped_total",
+			"Trace spans that never reached the OTLP collector: dropped at a full export queue, or lost in a failed export.",
+			func() float64 { return float64(dropped()) }),
+		metrics.NewCounterFunc(Namespace+"_trace_export_failures_total",
+			"OTLP trace export calls that failed (collector unreachable, refused, timed out).",
+			func() float64 { return float64(failures()) }),
 	)
 }
 
 // Registry returns the registry the metrics are on.
-func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+func (m *Metrics) Registry() *metrics.Registry { return m.reg }
 
 // Handler serves the registry in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+	return m.reg.Handler()
 }
 
 // Observe counts one finished request. It is a chain.Runner OnRecord
@@ -203,9 +191,8 @@ func (m *Metrics) Observe(r *chain.Record) {
 			m.cost.WithLabelValues(r.AnsweredBy).Add(r.CostUSD)
 		}
 	}
-	switch r.Cache {
-	case chain.CacheHit, chain.CacheMiss, chain.CacheStored, chain.CacheBypass:
-		m.cache.WithLabelValues(r.Cache).Inc()
+	if c := m.cacheResult[r.Cache]; c != nil {
+		c.Inc()
 	}
 }
 
@@ -226,31 +213,24 @@ type stateCollector struct {
 }
 
 var (
-	breakerDesc = prometheus.NewDesc(Namespace+"_breaker_state",
+	breakerDesc = metrics.NewDesc(Namespace+"_breaker_state",
 		"Circuit breaker state per upstream of the policy in effect (0 closed, 1 open, 2 half-open; 0 when breakers are off).",
-		[]string{"upstream"}, nil)
-	cooldownDesc = prometheus.NewDesc(Namespace+"_cooldown_active",
+		metrics.KindGauge, "upstream")
+	cooldownDesc = metrics.NewDesc(Namespace+"_cooldown_active",
 		"1 while the upstream is cooling down (kept out of chains), else 0.",
-		[]string{"upstream"}, nil)
-	reloadsDesc = prometheus.NewDesc(Namespace+"_policy_reloads_total",
+		metrics.KindGauge, "upstream")
+	reloadsDesc = metrics.NewDesc(Namespace+"_policy_reloads_total",
 		"Policy reloads since start (file watcher, SIGHUP and rollback) by result (ok, refused).",
-		[]string{"result"}, nil)
-	lastUpstreamDesc = prometheus.NewDesc(Namespace+"_chain_last_upstream",
+		metrics.KindCounter, "result")
+	lastUpstreamDesc = metrics.NewDesc(Namespace+"_chain_last_upstream",
 		"1 for the last upstream of each route's chain (and of each of its tier chains) in the policy in effect: a cooldown or open breaker there leaves the route no backup.",
-		[]string{"route", "upstream"}, nil)
+		metrics.KindGauge, "route", "upstream")
 )
 
-func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- breakerDesc
-	ch <- cooldownDesc
-	ch <- reloadsDesc
-	ch <- lastUpstreamDesc
-}
-
-func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *stateCollector) Collect(s *metrics.Scrape) {
 	ok, refused := c.store.Reloads()
-	ch <- prometheus.MustNewConstMetric(reloadsDesc, prometheus.CounterValue, float64(ok), policy.ResultOK)
-	ch <- prometheus.MustNewConstMetric(reloadsDesc, prometheus.CounterValue, float64(refused), policy.ResultRefused)
+	s.Add(reloadsDesc, float64(ok), policy.ResultOK)
+	s.Add(reloadsDesc, float64(refused), policy.ResultRefused)
 	pol := c.store.Load()
 	if pol == nil {
 		return
@@ -267,12 +247,12 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 				b = 2
 			}
 		}
-		ch <- prometheus.MustNewConstMetric(breakerDesc, prometheus.GaugeValue, b, name)
+		s.Add(breakerDesc, b, name)
 		v := 0.0
 		if _, ok := cooling[name]; ok {
 			v = 1
 		}
-		ch <- prometheus.MustNewConstMetric(cooldownDesc, prometheus.GaugeValue, v, name)
+		s.Add(cooldownDesc, v, name)
 	}
-	collectLastUpstreams(ch, pol)
+	collectLastUpstreams(s, pol)
 }

@@ -1,0 +1,5 @@
+package admin
+
+// RepresentativeMetrics is representativeMetrics for the external tests
+// (package admin_test), which have promtool.
+var RepresentativeMetrics = representativeMetrics
