@@ -114,14 +114,15 @@ func (m *Metrics) BufferedBytes(bytes func() int64) {
 }
 
 // Tracing adds the counters of trace export, read when scraped:
-// detour_trace_spans_dropped_total (spans that never reached the collector:
-// the export queue was full, or their export failed) and
+// detour_trace_spans_dropped_total (spans the collector never took: the
+// export queue was full, their export failed, or the collector refused them
+// in a partial success) and
 // detour_trace_export_failures_total (failed export calls). Both stay 0
 // while tracing is off.
 func (m *Metrics) Tracing(dropped, failures func() uint64) {
 	m.reg.Register(
 		metrics.NewCounterFunc(Namespace+"_trace_spans_dropped_total",
-			"Trace spans that never reached the OTLP collector: dropped at a full export queue, or lost in a failed export.",
+			"Trace spans the OTLP collector never took: dropped at a full export queue, lost in a failed export, or refused in a partial success.",
 			func() float64 { return float64(dropped()) }),
 		metrics.NewCounterFunc(Namespace+"_trace_export_failures_total",
 			"OTLP trace export calls that failed (collector unreachable, refused, timed out).",
