@@ -151,8 +151,11 @@ func (r *runner) record(t *testing.T) *chain.Record {
 		if r.running != 0 || r.lastID == "" {
 			return false
 		}
-		for _, rec := range r.records {
-			if rec.ID == r.lastID {
+		// From the end: the last request's record is at most a few from
+		// it, and a test of a thousand requests would otherwise scan them
+		// all after each one.
+		for i := len(r.records) - 1; i >= 0; i-- {
+			if rec := r.records[i]; rec.ID == r.lastID {
 				last = rec
 				return true
 			}

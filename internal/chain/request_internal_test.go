@@ -24,6 +24,7 @@ func (endless) Read(p []byte) (int, error) {
 }
 
 func TestReadAnswerKeepsItsBoundWhatEverTheDeclaredLength(t *testing.T) {
+	t.Parallel()
 	got, err := readAnswer(endless{}, 10)
 	if err != nil {
 		t.Fatal(err)
@@ -34,6 +35,7 @@ func TestReadAnswerKeepsItsBoundWhatEverTheDeclaredLength(t *testing.T) {
 }
 
 func TestReadAnswerReadsExactlyTheBody(t *testing.T) {
+	t.Parallel()
 	for _, body := range []string{"", "{}", strings.Repeat("a", 4096), strings.Repeat("b", 70000)} {
 		for _, declared := range []int64{int64(len(body)), -1} {
 			got, err := readAnswer(strings.NewReader(body), declared)

@@ -495,6 +495,7 @@ func TestHostNetworkWarns(t *testing.T) {
 }
 
 func TestHandlerRejectsMalformedRequests(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewServer(&Handler{Config: testConfig, Log: zerolog.Nop()})
 	defer srv.Close()
 	labelled, _ := os.ReadFile("testdata/labelled.json")

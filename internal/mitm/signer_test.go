@@ -524,6 +524,7 @@ func BenchmarkCachedLeafParallel(b *testing.B) {
 // many names a client tries; the CONNECT host's own name, in any case or
 // with a trailing dot, gets its leaf.
 func TestTLSConfigSignsOnlyTheConnectHost(t *testing.T) {
+	t.Parallel()
 	ca := newTestCA(t)
 	s := newTestSigner(t, ca, 0)
 	for i := 0; i < 50; i++ {

@@ -515,6 +515,7 @@ func TestStreamAnthropicRoundTrip(t *testing.T) {
 // every tool input ends as JSON, and the stop reason says tool_use exactly
 // when tool calls were sent (unless the answer was cut off or refused).
 func TestStreamEncoderAnySequence(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	frags := []string{"", " ", `{"a":`, `1}`, "text", "\"q\"", "\n", "é\u2028"}
 	for range 3000 {

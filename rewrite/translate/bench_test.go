@@ -284,6 +284,7 @@ func BenchmarkFastPathStream200(b *testing.B) {
 // TestStream200IsTranslatable checks the benchmark's streams: 200 events
 // that every pair translates into the text they carry.
 func TestStream200IsTranslatable(t *testing.T) {
+	t.Parallel()
 	for _, p := range benchPairs {
 		run := runStream(t, decodeApp(t, p.from, true), p, stream200(t, p.to))
 		if len(run.errs) > 0 {

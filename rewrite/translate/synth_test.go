@@ -696,6 +696,7 @@ func TestDecodeAnswerRefusesBrokenStreams(t *testing.T) {
 // [DONE]), unless the cut breaks a later data line that the decoder must
 // read, as the app's SDK would fail on it.
 func TestDecodeAnswerRefusesEveryCut(t *testing.T) {
+	t.Parallel()
 	finishMark := map[rewrite.Shape]string{
 		rewrite.OpenAI:    `"finish_reason":"tool_calls"`,
 		rewrite.Anthropic: `"type":"message_delta"`,
