@@ -212,18 +212,17 @@ func (c *Client) roundTrip(ctx context.Context, cmds [][]any, out []Value) (err 
 	}
 	stop := c.bound(ctx, cn.nc)
 	err = exchange(cn, cmds, out)
-	if !stop() {
-		// ctx ended during the round trip and moved the deadline; the
-		// connection may be mid-reply, or its deadline clobbered later.
-		if err != nil {
-			return fmt.Errorf("resp: %w (%v)", context.Cause(ctx), err)
-		}
-		return nil
-	}
-	if err != nil {
+	interrupted := !stop()
+	switch {
+	case err != nil && ended(ctx) != nil:
+		return fmt.Errorf("resp: %s: %w (%v)", c.opts.Addr, ended(ctx), err)
+	case err != nil:
 		return fmt.Errorf("resp: %s: %w", c.opts.Addr, err)
 	}
-	broken = false
+	// A context that ended after the reply was read moved (or is about
+	// to move) the connection's deadline: closed rather than reused, so
+	// that the move cannot land on the next command.
+	broken = interrupted
 	return nil
 }
 
@@ -240,6 +239,19 @@ func exchange(cn *conn, cmds [][]any, out []Value) error {
 			return err
 		}
 		out[i] = v
+	}
+	return nil
+}
+
+// ended is ctx's error, or DeadlineExceeded once its deadline has passed
+// even if its timer has not fired yet: the connection's deadline, set to
+// the same instant, can end a read first.
+func ended(ctx context.Context) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
 	}
 	return nil
 }

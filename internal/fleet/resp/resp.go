@@ -428,7 +428,8 @@ func parseInt(b []byte) (int64, error) {
 
 // AppendValue appends v's RESP2 encoding to dst (a null as $-1). Strings
 // are written as they are: a simple string or error holding CR or LF does
-// not round-trip (Redis never sends one).
+// not round-trip (Redis never sends one, and a reader never returns one
+// holding LF).
 func AppendValue(dst []byte, v Value) []byte {
 	switch v.Kind {
 	case KindNull:
