@@ -119,10 +119,10 @@ type Store struct {
 
 	slotSeq atomic.Uint64
 
-	// resubscribed is set when the subscription came back after losing
-	// its connection: the monitor's next check reads the fleet's state
-	// again, for the events published while it was away.
-	resubscribed atomic.Bool
+	// resubscribed wakes the monitor when the subscription came back
+	// after losing its connection: it checks at once and reads the
+	// fleet's state again, for the events published while it was away.
+	resubscribed chan struct{}
 
 	// subscribed is closed once the subscription to the events channel
 	// is in place: the first resync waits for it, so that no event falls
@@ -203,9 +203,10 @@ func Start(opts Options) (*Store, error) {
 	s := &Store{
 		opts: opts, rdb: resp.New(ro), reg: opts.Registry,
 		prefix: prefix, events: prefix + "events",
-		queue:      make(chan func(context.Context) error, queueSize),
-		counters:   map[string]*counter{},
-		subscribed: make(chan struct{}),
+		queue:        make(chan func(context.Context) error, queueSize),
+		counters:     map[string]*counter{},
+		subscribed:   make(chan struct{}),
+		resubscribed: make(chan struct{}, 1),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	opts.Registry.SetFleet(s)
@@ -303,6 +304,7 @@ func (s *Store) monitor() {
 	}
 	t := time.NewTicker(s.opts.CheckInterval)
 	defer t.Stop()
+	resubscribed := false
 	for checks := 1; ; checks++ {
 		ctx, cancel := context.WithTimeout(s.ctx, s.opts.Redis.Timeout)
 		n, err := s.int(ctx, "EXISTS", marker)
@@ -312,15 +314,18 @@ func (s *Store) monitor() {
 			return
 		case err != nil:
 			s.markDown(err)
-		case s.resubscribed.Swap(false) || !s.up.Load() || n == 0 || checks%resyncEvery == 0:
+		case resubscribed || !s.up.Load() || n == 0 || checks%resyncEvery == 0:
 			if err := s.resync(marker); err != nil {
 				s.markDown(err)
 			}
 		}
+		resubscribed = false
 		select {
 		case <-s.ctx.Done():
 			return
 		case <-t.C:
+		case <-s.resubscribed:
+			resubscribed = true
 		}
 	}
 }
@@ -403,7 +408,10 @@ func (s *Store) subscriber() {
 				subscribed = true
 				close(s.subscribed)
 			case err == nil:
-				s.resubscribed.Store(true)
+				select {
+				case s.resubscribed <- struct{}{}:
+				default: // a resync is already due
+				}
 			case !subscribed && !logged && s.ctx.Err() == nil:
 				logged = true
 				s.opts.Log.Warn().Str("component", "state").Str("backend", "redis").Err(err).
