@@ -15,8 +15,9 @@ const (
 	DefaultMinBackoff = 100 * time.Millisecond
 	DefaultMaxBackoff = 5 * time.Second
 	// DefaultPingEvery: a subscription that has received nothing for this
-	// long sends PING, and reconnects when no answer comes within the
-	// command timeout. Without it a connection that died without a FIN or
+	// long sends PING, and reconnects when no answer comes within
+	// Options.DialTimeout (like the confirmations of SUBSCRIBE, the PONG
+	// is the connection's, on no request's path). Without it a connection that died without a FIN or
 	// RST (a node gone, a NAT that forgot it) would wait for messages
 	// forever, and every event published meanwhile would be lost.
 	DefaultPingEvery = 30 * time.Second
@@ -176,7 +177,7 @@ func (ps *PubSub) session() (subscribed bool, err error) {
 		want[ch] = true
 	}
 	for len(want) > 0 {
-		_ = cn.nc.SetReadDeadline(time.Now().Add(o.Timeout))
+		_ = cn.nc.SetReadDeadline(time.Now().Add(o.DialTimeout))
 		v, err := cn.r.Read()
 		if err != nil {
 			return false, fmt.Errorf("resp: %s: subscribing: %w", o.Addr, err)
@@ -184,8 +185,14 @@ func (ps *PubSub) session() (subscribed bool, err error) {
 		if v.Kind == KindError {
 			return false, fmt.Errorf("resp: SUBSCRIBE: %w", v.Err())
 		}
-		if kind, ch, ok := push(v); ok && kind == "subscribe" {
+		switch kind, ch, ok := push(v); {
+		case ok && kind == "subscribe":
 			delete(want, ch)
+		case ok && kind == "message" && len(v.Elems) == 3:
+			// Published on a channel confirmed before the others were.
+			if !ps.deliver(Message{Channel: ch, Payload: v.Elems[2].Str}) {
+				return false, ps.ctx.Err()
+			}
 		}
 	}
 	if ps.opts.Notify != nil {
@@ -198,7 +205,7 @@ func (ps *PubSub) session() (subscribed bool, err error) {
 		// has started, all of it must come within the command timeout.
 		idle := ps.opts.PingEvery
 		if pinged {
-			idle = o.Timeout
+			idle = o.DialTimeout
 		}
 		_ = cn.nc.SetReadDeadline(time.Now().Add(idle))
 		if err := cn.r.wait(); err != nil {
@@ -225,11 +232,19 @@ func (ps *PubSub) session() (subscribed bool, err error) {
 		if !ok || kind != "message" || len(v.Elems) != 3 {
 			continue // pong, a confirmation, anything else
 		}
-		select {
-		case ps.msgs <- Message{Channel: ch, Payload: v.Elems[2].Str}:
-		case <-ps.ctx.Done():
+		if !ps.deliver(Message{Channel: ch, Payload: v.Elems[2].Str}) {
 			return true, ps.ctx.Err()
 		}
+	}
+}
+
+// deliver hands m to the reader; false once the subscription is closed.
+func (ps *PubSub) deliver(m Message) bool {
+	select {
+	case ps.msgs <- m:
+		return true
+	case <-ps.ctx.Done():
+		return false
 	}
 }
 
