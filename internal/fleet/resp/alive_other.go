@@ -4,6 +4,10 @@ package resp
 
 import "net"
 
-// alive cannot peek at a socket here: a connection the server closed while
-// idle fails the command sent on it, and is discarded then.
-func alive(net.Conn) bool { return true }
+// liveness cannot peek at a socket here: a connection the server closed
+// while idle fails the command sent on it, and is discarded then.
+type liveness struct{}
+
+func newLiveness(net.Conn) *liveness { return nil }
+
+func (*liveness) alive() bool { return true }

@@ -9,30 +9,46 @@ import (
 	"syscall"
 )
 
-// alive says whether an idle connection is still open: one non-blocking
-// read of its socket. Nothing to read (EAGAIN) is an open connection; end
-// of stream is one the server closed; bytes on an idle connection are a
-// protocol violation (or a TLS close_notify), so that is not alive either.
-// It costs one system call per reuse, and saves the command that would
-// otherwise fail on a connection the server dropped while it was idle.
-func alive(nc net.Conn) bool {
+// liveness peeks at an idle connection's socket to tell whether it is
+// still open. Made once per connection, so that a check allocates nothing.
+type liveness struct {
+	raw  syscall.RawConn
+	ok   bool
+	b    [1]byte
+	peek func(fd uintptr) bool
+}
+
+func newLiveness(nc net.Conn) *liveness {
 	if tc, ok := nc.(*tls.Conn); ok {
 		nc = tc.NetConn()
 	}
 	sc, ok := nc.(syscall.Conn)
 	if !ok {
+		return nil
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	l := &liveness{raw: raw}
+	l.peek = func(fd uintptr) bool {
+		_, err := syscall.Read(int(fd), l.b[:])
+		l.ok = errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EWOULDBLOCK) || errors.Is(err, syscall.EINTR)
+		return true // never wait for readiness
+	}
+	return l
+}
+
+// alive is one non-blocking read of the socket. Nothing to read (EAGAIN)
+// is an open connection; end of stream is one the server closed; bytes on
+// an idle connection are a protocol violation (or a TLS close_notify), so
+// that is not alive either. It costs one system call per reuse, and saves
+// the command that would otherwise fail on a connection the server dropped
+// while it was idle (a restart, CLIENT KILL, the server's idle timeout).
+func (l *liveness) alive() bool {
+	if l == nil {
 		return true
 	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return false
-	}
-	ok = false
-	var b [1]byte
-	err = rc.Read(func(fd uintptr) bool {
-		_, rerr := syscall.Read(int(fd), b[:])
-		ok = errors.Is(rerr, syscall.EAGAIN) || errors.Is(rerr, syscall.EWOULDBLOCK) || errors.Is(rerr, syscall.EINTR)
-		return true // never wait for readiness
-	})
-	return err == nil && ok
+	l.ok = false
+	return l.raw.Read(l.peek) == nil && l.ok
 }

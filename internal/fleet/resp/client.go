@@ -1,7 +1,6 @@
 package resp
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -126,8 +125,9 @@ type Client struct {
 type conn struct {
 	nc        net.Conn
 	r         *Reader
-	bw        *bufio.Writer
-	buf       []byte // a command being written, reused
+	live      *liveness
+	interrupt func() // ends a blocked read or write at once; made once
+	buf       []byte // the commands of a round trip, written at once; reused
 	idleSince time.Time
 }
 
@@ -210,7 +210,7 @@ func (c *Client) roundTrip(ctx context.Context, cmds [][]any, out []Value) (err 
 			return err
 		}
 	}
-	stop := c.bound(ctx, cn.nc)
+	stop := c.bound(ctx, cn)
 	err = exchange(cn, cmds, out)
 	interrupted := !stop()
 	switch {
@@ -227,10 +227,7 @@ func (c *Client) roundTrip(ctx context.Context, cmds [][]any, out []Value) (err 
 }
 
 func exchange(cn *conn, cmds [][]any, out []Value) error {
-	if _, err := cn.bw.Write(cn.buf); err != nil {
-		return err
-	}
-	if err := cn.bw.Flush(); err != nil {
+	if _, err := cn.nc.Write(cn.buf); err != nil {
 		return err
 	}
 	for i := range cmds {
@@ -260,17 +257,23 @@ func ended(ctx context.Context) error {
 // once.
 var aLongTimeAgo = time.Unix(1, 0)
 
-// bound sets nc's deadline to the command timeout or ctx's deadline,
-// whichever is first, and makes ctx's end interrupt nc. stop reports
+// bound sets cn's deadline to the command timeout or ctx's deadline,
+// whichever is first, and makes ctx's end interrupt cn. stop reports
 // whether ctx did not interrupt; no goroutine runs unless ctx ends.
-func (c *Client) bound(ctx context.Context, nc net.Conn) (stop func() bool) {
+func (c *Client) bound(ctx context.Context, cn *conn) (stop func() bool) {
 	deadline := time.Now().Add(c.opts.Timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	_ = nc.SetDeadline(deadline)
-	return context.AfterFunc(ctx, func() { _ = nc.SetDeadline(aLongTimeAgo) })
+	_ = cn.nc.SetDeadline(deadline)
+	if ctx.Done() == nil {
+		return never
+	}
+	return context.AfterFunc(ctx, cn.interrupt)
 }
+
+// never is the stop of a context that cannot end.
+func never() bool { return true }
 
 // get takes an idle connection that is still open, or dials one, once the
 // pool has room.
@@ -307,7 +310,7 @@ func (c *Client) get(ctx context.Context) (*conn, error) {
 		// A connection the server closed while it was idle (a restart, a
 		// CLIENT KILL, the server's idle timeout) is found here rather
 		// than by failing the command sent on it.
-		if now.Sub(cn.idleSince) < c.opts.MaxIdleTime && cn.r.Buffered() == 0 && alive(cn.nc) {
+		if now.Sub(cn.idleSince) < c.opts.MaxIdleTime && cn.r.Buffered() == 0 && cn.live.alive() {
 			return cn, nil
 		}
 		cn.nc.Close()
@@ -365,7 +368,8 @@ func dialConn(ctx context.Context, o Options) (*conn, error) {
 		}
 		nc = tc
 	}
-	cn := &conn{nc: nc, r: NewReader(bufio.NewReaderSize(nc, 4096), o.MaxReply), bw: bufio.NewWriterSize(nc, 4096)}
+	cn := &conn{nc: nc, r: NewReader(nc, o.MaxReply), live: newLiveness(nc)}
+	cn.interrupt = func() { _ = nc.SetDeadline(aLongTimeAgo) }
 	var handshake [][]any
 	switch {
 	case o.Password != "" && o.Username != "":

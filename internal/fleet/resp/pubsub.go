@@ -252,10 +252,7 @@ func (ps *PubSub) deliver(m Message) bool {
 func (ps *PubSub) send(cn *conn, args ...any) error {
 	cn.buf, _ = AppendCommand(cn.buf[:0], args...)
 	_ = cn.nc.SetWriteDeadline(time.Now().Add(ps.c.opts.Timeout))
-	if _, err := cn.bw.Write(cn.buf); err != nil {
-		return fmt.Errorf("resp: %s: %w", ps.c.opts.Addr, err)
-	}
-	if err := cn.bw.Flush(); err != nil {
+	if _, err := cn.nc.Write(cn.buf); err != nil {
 		return fmt.Errorf("resp: %s: %w", ps.c.opts.Addr, err)
 	}
 	return nil
