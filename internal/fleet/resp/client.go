@@ -151,9 +151,6 @@ func New(opts Options) *Client {
 	return &Client{opts: opts, sem: make(chan struct{}, opts.PoolSize)}
 }
 
-// Options are the client's options, defaults filled in.
-func (c *Client) Options() Options { return c.opts }
-
 // Close closes the idle connections; one in use is closed when its
 // command ends. Commands after Close return ErrClosed.
 func (c *Client) Close() error {
