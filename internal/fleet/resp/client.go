@@ -306,7 +306,10 @@ func (c *Client) get(ctx context.Context) (*conn, error) {
 		c.mu.Unlock()
 		// A connection the server closed while it was idle (a restart, a
 		// CLIENT KILL, the server's idle timeout) is found here rather
-		// than by failing the command sent on it.
+		// than by failing the command sent on it. The last command's
+		// deadline has likely passed, and a read past its deadline fails
+		// before it looks at the socket: cleared first.
+		_ = cn.nc.SetReadDeadline(time.Time{})
 		if now.Sub(cn.idleSince) < c.opts.MaxIdleTime && cn.r.Buffered() == 0 && cn.live.alive() {
 			return cn, nil
 		}

@@ -136,6 +136,19 @@ func TestPoolReusesConnections(t *testing.T) {
 	if n := conns.received(t) - before; n != 1 {
 		t.Errorf("100 sequential commands, half of them refused, opened %d connections; want 1", n)
 	}
+	// An idle connection whose last deadline has passed (any that idled
+	// longer than Timeout) is reused too.
+	for range 3 {
+		c.mu.Lock()
+		for _, cn := range c.idle {
+			_ = cn.nc.SetDeadline(aLongTimeAgo)
+		}
+		c.mu.Unlock()
+		mustDo(t, c, "INCR", "n")
+	}
+	if n := conns.received(t) - before; n != 1 {
+		t.Errorf("commands on a connection past its last deadline opened %d connections in all; want 1", n)
+	}
 	var wg sync.WaitGroup
 	for range 20 {
 		wg.Go(func() {
@@ -150,8 +163,8 @@ func TestPoolReusesConnections(t *testing.T) {
 	if n := conns.received(t) - before; n > o.PoolSize {
 		t.Errorf("20 concurrent callers opened %d connections; want at most PoolSize = %d", n, o.PoolSize)
 	}
-	if got, _ := mustDo(t, c, "GET", "n").Int64(); got != 450 {
-		t.Errorf("n = %d; want 450", got)
+	if got, _ := mustDo(t, c, "GET", "n").Int64(); got != 453 {
+		t.Errorf("n = %d; want 453", got)
 	}
 }
 

@@ -14,10 +14,15 @@ import (
 const (
 	DefaultMinBackoff = 100 * time.Millisecond
 	DefaultMaxBackoff = 5 * time.Second
+	// DefaultSubscribeTimeout bounds a subscription's connect, its
+	// confirmations and the answer to its PING. No request waits on a
+	// subscription, so the bound only has to tell a server that is gone
+	// from one that is slow (or a machine that is busy): unlike a command's
+	// timeout, it is not the policy's.
+	DefaultSubscribeTimeout = 10 * time.Second
 	// DefaultPingEvery: a subscription that has received nothing for this
-	// long sends PING, and reconnects when no answer comes within
-	// Options.DialTimeout (like the confirmations of SUBSCRIBE, the PONG
-	// is the connection's, on no request's path). Without it a connection that died without a FIN or
+	// long sends PING, and reconnects when no answer comes within its
+	// Timeout. Without it a connection that died without a FIN or
 	// RST (a node gone, a NAT that forgot it) would wait for messages
 	// forever, and every event published meanwhile would be lost.
 	DefaultPingEvery = 30 * time.Second
@@ -42,6 +47,8 @@ type SubscribeOptions struct {
 	MinBackoff, MaxBackoff time.Duration
 	// PingEvery: DefaultPingEvery when 0.
 	PingEvery time.Duration
+	// Timeout: DefaultSubscribeTimeout when 0.
+	Timeout time.Duration
 	// Buffer: DefaultBuffer when 0.
 	Buffer int
 }
@@ -81,6 +88,9 @@ func (c *Client) Subscribe(opts SubscribeOptions) *PubSub {
 	opts.MaxBackoff = max(opts.MaxBackoff, opts.MinBackoff)
 	if opts.PingEvery <= 0 {
 		opts.PingEvery = DefaultPingEvery
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultSubscribeTimeout
 	}
 	if opts.Buffer <= 0 {
 		opts.Buffer = DefaultBuffer
@@ -143,7 +153,7 @@ var errNoPong = errors.New("resp: subscription: no answer to PING")
 // fails; subscribed says whether it got that far.
 func (ps *PubSub) session() (subscribed bool, err error) {
 	o := ps.c.opts
-	dctx, cancel := context.WithTimeout(ps.ctx, o.DialTimeout)
+	dctx, cancel := context.WithTimeout(ps.ctx, ps.opts.Timeout)
 	cn, err := dialConn(dctx, o)
 	cancel()
 	if err != nil {
@@ -177,7 +187,7 @@ func (ps *PubSub) session() (subscribed bool, err error) {
 		want[ch] = true
 	}
 	for len(want) > 0 {
-		_ = cn.nc.SetReadDeadline(time.Now().Add(o.DialTimeout))
+		_ = cn.nc.SetReadDeadline(time.Now().Add(ps.opts.Timeout))
 		v, err := cn.r.Read()
 		if err != nil {
 			return false, fmt.Errorf("resp: %s: subscribing: %w", o.Addr, err)
@@ -202,10 +212,10 @@ func (ps *PubSub) session() (subscribed bool, err error) {
 	pinged := false
 	for {
 		// Wait for the first byte of a reply with the idle bound; once one
-		// has started, all of it must come within the command timeout.
+		// has started, all of it must come within the subscription's Timeout.
 		idle := ps.opts.PingEvery
 		if pinged {
-			idle = o.DialTimeout
+			idle = ps.opts.Timeout
 		}
 		_ = cn.nc.SetReadDeadline(time.Now().Add(idle))
 		if err := cn.r.wait(); err != nil {
@@ -222,7 +232,7 @@ func (ps *PubSub) session() (subscribed bool, err error) {
 			}
 			return true, fmt.Errorf("resp: %s: subscription: %w", o.Addr, err)
 		}
-		_ = cn.nc.SetReadDeadline(time.Now().Add(o.Timeout))
+		_ = cn.nc.SetReadDeadline(time.Now().Add(ps.opts.Timeout))
 		v, err := cn.r.Read()
 		if err != nil {
 			return true, fmt.Errorf("resp: %s: subscription: %w", o.Addr, err)
@@ -251,7 +261,7 @@ func (ps *PubSub) deliver(m Message) bool {
 // send writes one command on a subscription's connection.
 func (ps *PubSub) send(cn *conn, args ...any) error {
 	cn.buf, _ = AppendCommand(cn.buf[:0], args...)
-	_ = cn.nc.SetWriteDeadline(time.Now().Add(ps.c.opts.Timeout))
+	_ = cn.nc.SetWriteDeadline(time.Now().Add(ps.opts.Timeout))
 	if _, err := cn.nc.Write(cn.buf); err != nil {
 		return fmt.Errorf("resp: %s: %w", ps.c.opts.Addr, err)
 	}

@@ -190,19 +190,20 @@ func (f *freezer) freeze() {
 }
 
 // TestPubSubPingFindsASilentConnection: a subscription that receives
-// nothing for PingEvery sends PING; with no answer within the timeout it
-// gives the connection up and subscribes on a new one.
+// nothing for PingEvery sends PING; with no answer within its Timeout it
+// gives the connection up and subscribes on a new one. The Timeout is
+// long enough that a busy machine does not look like a silent peer.
 func TestPubSubPingFindsASilentConnection(t *testing.T) {
 	t.Parallel()
 	r := testsupport.StartRedis(t)
 	f := startFreezer(t, r.Addr())
-	c := newClient(t, Options{Addr: f.addr, Timeout: 200 * time.Millisecond})
+	c := newClient(t, Options{Addr: f.addr, Timeout: 5 * time.Second})
 	direct := newClient(t, redisOptions(t, r))
 	before, err := r.Commands()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps, notes := subscription(t, c, SubscribeOptions{Channels: []string{"events"}, PingEvery: 20 * time.Millisecond})
+	ps, notes := subscription(t, c, SubscribeOptions{Channels: []string{"events"}, PingEvery: 20 * time.Millisecond, Timeout: 2 * time.Second})
 	waitSubscribed(t, notes)
 	publish(t, direct, "events", "one")
 	expect(t, ps, "events", "one")
