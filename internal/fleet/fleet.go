@@ -393,8 +393,7 @@ func (s *Store) resync(marker string) error {
 // was away is read back by the resync that each resubscription asks for.
 func (s *Store) subscriber() {
 	defer s.wg.Done()
-	var subscribed bool
-	logged := false
+	subscribed, logged := false, false
 	ps := s.rdb.Subscribe(resp.SubscribeOptions{
 		Channels: []string{s.events},
 		// Redis may be down at start, or go away: try again within
