@@ -35,6 +35,7 @@ func TestBinariesLeaveOutWhatTheyDoNotRun(t *testing.T) {
 		forbidden []string
 	}{
 		{".", append(append(append(append(append(append([]string(nil), sdks...), tests...), k8s...), grpc...), clouds...), prom...)},
+		{".", []string{"github.com/redis"}}, // the Redis client is detour's own (internal/fleet/resp): go-redis cost some 2 MB
 		{"./cmd/detour-webhook", append(append([]string(nil), sdks...), tests...)},
 	} {
 		cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", tc.pkg)

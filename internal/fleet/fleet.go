@@ -13,12 +13,14 @@
 // member writes back the state it started and reads the fleet's (a Redis
 // restarted empty is noticed by a marker key that is gone).
 //
-// The client is go-redis: it gives pub/sub that resubscribes after a
-// reconnect, scripts sent by SHA with a fallback to EVAL, and TLS for
-// rediss://. rueidis's client-side caching was the alternative, but its
-// cache is dropped while the connection is down, which would put Redis back
-// on the read path exactly when Redis is failing; the Registry itself is the
-// local view here.
+// The client is detour's own, internal/fleet/resp: the RESP2 commands this
+// package sends, a bounded pool, scripts by SHA with a fallback to EVAL,
+// pipelines, TLS for rediss://, and a subscription that reconnects and
+// subscribes again by itself. go-redis did the same for some 2 MB of the
+// sidecar's binary and 1 MiB of its idle memory. rueidis's client-side
+// caching was another alternative, but its cache is dropped while the
+// connection is down, which would put Redis back on the read path exactly
+// when Redis is failing; the Registry itself is the local view here.
 //
 // fleet imports policy and internal/health; it must not import proxy or
 // internal/chain.
@@ -37,9 +39,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/detour-proxy/detour/internal/fleet/resp"
 	"github.com/detour-proxy/detour/internal/health"
 	"github.com/detour-proxy/detour/policy"
 )
@@ -66,9 +68,9 @@ const (
 	// queueSize bounds the notifications waiting to be written.
 	queueSize = 4096
 	// resyncEvery is how many checks apart a member reads the fleet's
-	// state again even when nothing seemed to happen: an event published
-	// while the subscription was being re-established after a reconnect is
-	// not lost for longer than that.
+	// state again even when nothing seemed to happen: an event that did
+	// not arrive (published while the subscription's connection was dying
+	// unnoticed, before it resubscribed) is not lost for longer than that.
 	resyncEvery = 10
 )
 
@@ -95,7 +97,7 @@ type Options struct {
 // Store is a health.Fleet on Redis. Safe for concurrent use.
 type Store struct {
 	opts   Options
-	rdb    *redis.Client
+	rdb    *resp.Client
 	reg    *health.Registry
 	prefix string
 	events string // the pub/sub channel
@@ -116,6 +118,11 @@ type Store struct {
 	counters  map[string]*counter
 
 	slotSeq atomic.Uint64
+
+	// resubscribed wakes the monitor when the subscription came back
+	// after losing its connection: it checks at once and reads the
+	// fleet's state again, for the events published while it was away.
+	resubscribed chan struct{}
 
 	// subscribed is closed once the subscription to the events channel
 	// is in place: the first resync waits for it, so that no event falls
@@ -157,7 +164,7 @@ func Start(opts Options) (*Store, error) {
 	if opts.Registry == nil {
 		return nil, errors.New("fleet: no registry")
 	}
-	ro, err := redis.ParseURL(opts.Redis.URL)
+	ro, err := resp.ParseURL(opts.Redis.URL)
 	if err != nil {
 		return nil, fmt.Errorf("state.redis.url: %w", err)
 	}
@@ -168,9 +175,12 @@ func Start(opts Options) (*Store, error) {
 	if t <= 0 {
 		t = policy.DefaultRedisTimeout
 	}
-	ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout = max(t, 100*time.Millisecond), t, t
-	ro.MaxRetries = -1 // a command that failed falls back; retrying would only add its timeout again
-	ro.ContextTimeoutEnabled = true
+	opts.Redis.Timeout = t
+	// A new connection's TCP and TLS handshakes and AUTH get at least
+	// 100 ms even under a tighter command timeout. The client never
+	// retries: a command that failed falls back, and retrying would only
+	// add its timeout again.
+	ro.Timeout, ro.DialTimeout = t, max(t, 100*time.Millisecond)
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -191,11 +201,12 @@ func Start(opts Options) (*Store, error) {
 		prefix = policy.DefaultRedisKeyPrefix
 	}
 	s := &Store{
-		opts: opts, rdb: redis.NewClient(ro), reg: opts.Registry,
+		opts: opts, rdb: resp.New(ro), reg: opts.Registry,
 		prefix: prefix, events: prefix + "events",
-		queue:      make(chan func(context.Context) error, queueSize),
-		counters:   map[string]*counter{},
-		subscribed: make(chan struct{}),
+		queue:        make(chan func(context.Context) error, queueSize),
+		counters:     map[string]*counter{},
+		subscribed:   make(chan struct{}),
+		resubscribed: make(chan struct{}, 1),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	opts.Registry.SetFleet(s)
@@ -235,7 +246,7 @@ func (s *Store) call(f func(ctx context.Context) error) error {
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, s.opts.Redis.Timeout)
 	defer cancel()
-	if err := f(ctx); err != nil && !errors.Is(err, redis.Nil) {
+	if err := f(ctx); err != nil {
 		s.fallbacks.Add(1)
 		s.markDown(err)
 		return err
@@ -293,24 +304,28 @@ func (s *Store) monitor() {
 	}
 	t := time.NewTicker(s.opts.CheckInterval)
 	defer t.Stop()
+	resubscribed := false
 	for checks := 1; ; checks++ {
 		ctx, cancel := context.WithTimeout(s.ctx, s.opts.Redis.Timeout)
-		n, err := s.rdb.Exists(ctx, marker).Result()
+		n, err := s.int(ctx, "EXISTS", marker)
 		cancel()
 		switch {
 		case s.ctx.Err() != nil:
 			return
 		case err != nil:
 			s.markDown(err)
-		case !s.up.Load() || n == 0 || checks%resyncEvery == 0:
+		case resubscribed || !s.up.Load() || n == 0 || checks%resyncEvery == 0:
 			if err := s.resync(marker); err != nil {
 				s.markDown(err)
 			}
 		}
+		resubscribed = false
 		select {
 		case <-s.ctx.Done():
 			return
 		case <-t.C:
+		case <-s.resubscribed:
+			resubscribed = true
 		}
 	}
 }
@@ -334,26 +349,34 @@ func (s *Store) resync(marker string) error {
 	}
 	n := 0
 	for _, pattern := range []string{s.prefix + "cool:*", s.prefix + "brk:*"} {
-		iter := s.rdb.Scan(ctx, 0, pattern, 256).Iterator()
-		for iter.Next(ctx) {
-			v, err := s.rdb.Get(ctx, iter.Val()).Result()
-			if errors.Is(err, redis.Nil) {
-				continue
-			}
+		for cursor := "0"; ; {
+			v, err := s.rdb.Do(ctx, "SCAN", cursor, "MATCH", pattern, "COUNT", 256)
 			if err != nil {
 				return err
 			}
-			var ev event
-			if json.Unmarshal([]byte(v), &ev) == nil && ev.Member != s.opts.Member {
-				s.apply(ev)
-				n++
+			if v.Kind != resp.KindArray || len(v.Elems) != 2 || v.Elems[1].Kind != resp.KindArray {
+				return fmt.Errorf("SCAN: unexpected reply %v", v)
+			}
+			for _, k := range v.Elems[1].Elems {
+				got, err := s.rdb.Do(ctx, "GET", k.Str)
+				if err != nil {
+					return err
+				}
+				if got.IsNull() { // expired since the SCAN
+					continue
+				}
+				var ev event
+				if json.Unmarshal([]byte(got.Str), &ev) == nil && ev.Member != s.opts.Member {
+					s.apply(ev)
+					n++
+				}
+			}
+			if cursor = v.Elems[0].Str; cursor == "0" {
+				break
 			}
 		}
-		if err := iter.Err(); err != nil {
-			return err
-		}
 	}
-	if err := s.rdb.Set(ctx, marker, s.opts.Member, 0).Err(); err != nil {
+	if _, err := s.rdb.Do(ctx, "SET", marker, s.opts.Member); err != nil {
 		return err
 	}
 	s.stateMu.Lock()
@@ -365,37 +388,42 @@ func (s *Store) resync(marker string) error {
 	return nil
 }
 
-// subscriber applies the other members' events. go-redis resubscribes
-// after a reconnect; what was published meanwhile is read back by resync.
+// subscriber applies the other members' events. The subscription
+// reconnects and subscribes again by itself; what was published while it
+// was away is read back by the resync that each resubscription asks for.
 func (s *Store) subscriber() {
 	defer s.wg.Done()
-	ps := s.rdb.Subscribe(s.ctx, s.events)
+	subscribed, logged := false, false
+	ps := s.rdb.Subscribe(resp.SubscribeOptions{
+		Channels: []string{s.events},
+		// Redis may be down at start, or go away: try again within
+		// CheckInterval, the store staying down meanwhile.
+		MinBackoff: min(s.opts.CheckInterval, resp.DefaultMinBackoff),
+		MaxBackoff: s.opts.CheckInterval,
+		// Called by the subscription's own goroutine, one call at a time.
+		Notify: func(err error) {
+			switch {
+			case err == nil && !subscribed:
+				subscribed = true
+				close(s.subscribed)
+			case err == nil:
+				select {
+				case s.resubscribed <- struct{}{}:
+				default: // a resync is already due
+				}
+			case !subscribed && !logged && s.ctx.Err() == nil:
+				logged = true
+				s.opts.Log.Warn().Str("component", "state").Str("backend", "redis").Err(err).
+					Msg("state backend unreachable at start: going on with this process's own state until it answers")
+			}
+		},
+	})
 	defer ps.Close()
-	// Wait for the subscription to be confirmed (Redis may be down at
-	// start: try again every CheckInterval, the store staying down).
-	for logged := false; ; {
-		_, err := ps.Receive(s.ctx)
-		if err == nil {
-			break
-		}
-		if !logged && s.ctx.Err() == nil {
-			logged = true
-			s.opts.Log.Warn().Str("component", "state").Str("backend", "redis").Err(err).
-				Msg("state backend unreachable at start: going on with this process's own state until it answers")
-		}
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-time.After(s.opts.CheckInterval):
-		}
-	}
-	close(s.subscribed)
-	ch := ps.Channel(redis.WithChannelHealthCheckInterval(0))
 	for {
 		select {
 		case <-s.ctx.Done():
 			return
-		case m, ok := <-ch:
+		case m, ok := <-ps.Messages():
 			if !ok {
 				return
 			}
@@ -428,13 +456,15 @@ func (s *Store) apply(ev event) {
 func (s *Store) publish(ctx context.Context, ev event) error {
 	ev.Member = s.opts.Member
 	b, _ := json.Marshal(ev)
-	return s.rdb.Publish(ctx, s.events, b).Err()
+	_, err := s.rdb.Do(ctx, "PUBLISH", s.events, b)
+	return err
 }
 
 func (s *Store) writeCooldown(ctx context.Context, name string, c health.Cooldown, now time.Time) error {
 	ev := event{Type: "cool", Member: s.opts.Member, Name: name, Until: c.Until.UnixMilli(), Class: c.Class, Reason: c.Reason}
 	b, _ := json.Marshal(ev)
-	return cooldownScript.Run(ctx, s.rdb, []string{s.key("cool", name)}, ev.Until, now.UnixMilli(), b, s.events).Err()
+	_, err := cooldownScript.Run(ctx, s.rdb, []string{s.key("cool", name)}, ev.Until, now.UnixMilli(), b, s.events)
+	return err
 }
 
 // writeOpen stores and publishes an open period unless one is running in
@@ -442,15 +472,15 @@ func (s *Store) writeCooldown(ctx context.Context, name string, c health.Cooldow
 func (s *Store) writeOpen(ctx context.Context, name string, since, until time.Time, reason string, now time.Time) (*event, error) {
 	ev := event{Type: "open", Member: s.opts.Member, Name: name, Since: since.UnixMilli(), Until: until.UnixMilli(), Reason: reason}
 	b, _ := json.Marshal(ev)
-	cur, err := breakerOpenScript.Run(ctx, s.rdb, []string{s.key("brk", name)}, ev.Until, now.UnixMilli(), b, s.events).Text()
-	if errors.Is(err, redis.Nil) {
-		return nil, nil
-	}
+	cur, err := breakerOpenScript.Run(ctx, s.rdb, []string{s.key("brk", name)}, ev.Until, now.UnixMilli(), b, s.events)
 	if err != nil {
 		return nil, err
 	}
+	if cur.IsNull() { // false: no period was running, this one is stored
+		return nil, nil
+	}
 	var running event
-	if json.Unmarshal([]byte(cur), &running) != nil {
+	if json.Unmarshal([]byte(cur.Str), &running) != nil {
 		return nil, nil
 	}
 	return &running, nil
@@ -464,7 +494,7 @@ func (s *Store) CooldownStarted(name string, c health.Cooldown) {
 // CooldownCleared implements health.Fleet.
 func (s *Store) CooldownCleared(name string) {
 	s.async(func(ctx context.Context) error {
-		if err := s.rdb.Del(ctx, s.key("cool", name)).Err(); err != nil {
+		if _, err := s.rdb.Do(ctx, "DEL", s.key("cool", name)); err != nil {
 			return err
 		}
 		return s.publish(ctx, event{Type: "uncool", Name: name})
@@ -487,7 +517,7 @@ func (s *Store) BreakerOpened(name string, since, until time.Time, reason string
 // BreakerReset implements health.Fleet.
 func (s *Store) BreakerReset(name string) {
 	s.async(func(ctx context.Context) error {
-		if err := s.rdb.Del(ctx, s.key("brk", name)).Err(); err != nil {
+		if _, err := s.rdb.Do(ctx, "DEL", s.key("brk", name)); err != nil {
 			return err
 		}
 		return s.publish(ctx, event{Type: "reset", Name: name})
@@ -502,7 +532,7 @@ func (s *Store) periodKey(kind, name string, period time.Time) string {
 func (s *Store) ClaimProbe(name string, period time.Time, k int) (bool, error) {
 	var granted bool
 	err := s.call(func(ctx context.Context) error {
-		n, err := probeClaimScript.Run(ctx, s.rdb, []string{s.periodKey("probe", name, period)}, k, probeTTL.Milliseconds()).Int()
+		n, err := s.script(ctx, probeClaimScript, []string{s.periodKey("probe", name, period)}, k, probeTTL.Milliseconds())
 		granted = n == 1
 		return err
 	})
@@ -514,14 +544,15 @@ func (s *Store) ProbeDone(name string, period time.Time, res health.BreakerResul
 	switch res {
 	case health.BreakerNeutral:
 		s.async(func(ctx context.Context) error {
-			return s.rdb.Decr(ctx, s.periodKey("probe", name, period)).Err()
+			_, err := s.rdb.Do(ctx, "DECR", s.periodKey("probe", name, period))
+			return err
 		})
 	case health.BreakerSuccess:
 		s.async(func(ctx context.Context) error {
 			b, _ := json.Marshal(event{Type: "close", Member: s.opts.Member, Name: name, Until: period.UnixMilli()})
-			n, err := probeSuccessScript.Run(ctx, s.rdb, []string{s.periodKey("probeok", name, period), s.key("brk", name)},
-				k, probeTTL.Milliseconds(), b, s.events).Int()
-			if err == nil && n == k {
+			n, err := s.script(ctx, probeSuccessScript, []string{s.periodKey("probeok", name, period), s.key("brk", name)},
+				k, probeTTL.Milliseconds(), b, s.events)
+			if err == nil && n == int64(k) {
 				// The close is published to the others; this member
 				// ignores its own events, so it closes here.
 				s.reg.ApplyBreakerClosed(name, period, s.opts.Now())
@@ -555,8 +586,8 @@ func (s *Store) TakeRPM(name string, l health.Limits, now time.Time) (bool, erro
 	ls.mu.Unlock()
 	var got int
 	err := s.call(func(ctx context.Context) error {
-		var err error
-		got, err = rpmScript.Run(ctx, s.rdb, []string{s.key("rpm", name)}, l.RPM, max(1, l.Burst), leaseSize(l), now.UnixMicro()).Int()
+		n, err := s.script(ctx, rpmScript, []string{s.key("rpm", name)}, l.RPM, max(1, l.Burst), leaseSize(l), now.UnixMicro())
+		got = int(n)
 		return err
 	})
 	if err != nil || got == 0 {
@@ -577,7 +608,7 @@ func (s *Store) AcquireSlot(name string, limit int, now time.Time) (func(), bool
 	key := s.key("conc", name)
 	var ok bool
 	err := s.call(func(ctx context.Context) error {
-		n, err := slotScript.Run(ctx, s.rdb, []string{key}, limit, now.UnixMilli(), now.Add(SlotHold).UnixMilli(), id).Int()
+		n, err := s.script(ctx, slotScript, []string{key}, limit, now.UnixMilli(), now.Add(SlotHold).UnixMilli(), id)
 		ok = n == 1
 		return err
 	})
@@ -587,7 +618,10 @@ func (s *Store) AcquireSlot(name string, limit int, now time.Time) (func(), bool
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			s.async(func(ctx context.Context) error { return s.rdb.ZRem(ctx, key, id).Err() })
+			s.async(func(ctx context.Context) error {
+				_, err := s.rdb.Do(ctx, "ZREM", key, id)
+				return err
+			})
 		})
 	}, true, nil
 }
@@ -648,21 +682,28 @@ func (s *Store) flush() {
 	if len(keys) == 0 || !s.up.Load() {
 		return
 	}
-	cmds := make([]redis.Cmder, len(keys))
+	cmds := make([][]any, len(keys))
+	for i, k := range keys {
+		if deltas[i] != 0 {
+			// EVAL, not EVALSHA: in a pipeline a NOSCRIPT answer comes
+			// back too late to fall back on.
+			cmds[i] = counterScript.Eval([]string{s.prefix + "ctr:" + k}, deltas[i], max(ttls[i], time.Second).Milliseconds())
+		} else {
+			cmds[i] = []any{"GET", s.prefix + "ctr:" + k}
+		}
+	}
+	var replies []resp.Value
 	err := s.call(func(ctx context.Context) error {
-		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i, k := range keys {
-				if deltas[i] != 0 {
-					// Eval, not Run: in a pipeline a NOSCRIPT answer to
-					// EVALSHA comes back too late to fall back on.
-					cmds[i] = counterScript.Eval(ctx, p, []string{s.prefix + "ctr:" + k}, deltas[i], max(ttls[i], time.Second).Milliseconds())
-				} else {
-					cmds[i] = p.Get(ctx, s.prefix+"ctr:"+k)
-				}
+		var err error
+		if replies, err = s.rdb.Pipeline(ctx, cmds...); err != nil {
+			return err
+		}
+		for _, v := range replies {
+			if err := v.Err(); err != nil {
+				return err
 			}
-			return nil
-		})
-		return err
+		}
+		return nil
 	})
 	if err != nil {
 		return
@@ -671,14 +712,26 @@ func (s *Store) flush() {
 	defer s.counterMu.Unlock()
 	for i, k := range keys {
 		c := s.counters[k]
-		var total float64
-		switch cmd := cmds[i].(type) {
-		case *redis.Cmd:
-			total, _ = cmd.Float64()
-		case *redis.StringCmd:
-			total, _ = cmd.Float64()
-		}
+		total, _ := replies[i].Float64() // a counter not there (yet, or any more) is 0
 		c.pending -= deltas[i]
 		c.total = total
 	}
+}
+
+// int runs a command whose reply is an integer.
+func (s *Store) int(ctx context.Context, args ...any) (int64, error) {
+	v, err := s.rdb.Do(ctx, args...)
+	if err != nil {
+		return 0, err
+	}
+	return v.Int64()
+}
+
+// script runs a script whose reply is an integer.
+func (s *Store) script(ctx context.Context, sc *resp.Script, keys []string, args ...any) (int64, error) {
+	v, err := sc.Run(ctx, s.rdb, keys, args...)
+	if err != nil {
+		return 0, err
+	}
+	return v.Int64()
 }

@@ -1,6 +1,6 @@
 package fleet
 
-import "github.com/redis/go-redis/v9"
+import "github.com/detour-proxy/detour/internal/fleet/resp"
 
 // The scripts run atomically on the Redis server, so that two members
 // deciding at once cannot both win: two cooldowns keep the later end, two
@@ -15,7 +15,7 @@ import "github.com/redis/go-redis/v9"
 // now_ms, the event (JSON, also the stored value), the channel. Sets and
 // publishes unless a cooldown ending as late or later is stored. Returns 1
 // when it set.
-var cooldownScript = redis.NewScript(`
+var cooldownScript = resp.NewScript(`
 local cur = redis.call('GET', KEYS[1])
 if cur then
   local ok, c = pcall(cjson.decode, cur)
@@ -33,7 +33,7 @@ return 1
 // fleet wins: its event is returned and the caller adopts it, so every
 // member's half-open period starts at the same instant. Otherwise the new
 // period is stored and published, and the script returns false (nil).
-var breakerOpenScript = redis.NewScript(`
+var breakerOpenScript = resp.NewScript(`
 local cur = redis.call('GET', KEYS[1])
 if cur then
   local ok, c = pcall(cjson.decode, cur)
@@ -49,7 +49,7 @@ return false
 // probeClaimScript: KEYS[1] the half-open period's claim counter; ARGV k,
 // ttl_ms. A claim is a probe in flight or succeeded; a neutral probe gives
 // its claim back (DECR). Returns 1 when a slot was granted.
-var probeClaimScript = redis.NewScript(`
+var probeClaimScript = resp.NewScript(`
 local n = redis.call('INCR', KEYS[1])
 if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 if n > tonumber(ARGV[1]) then
@@ -62,7 +62,7 @@ return 1
 // probeSuccessScript: KEYS[1] the period's success counter, KEYS[2] the
 // breaker key; ARGV k, ttl_ms, the close event, the channel. The k-th
 // success of the period closes the breaker fleet-wide.
-var probeSuccessScript = redis.NewScript(`
+var probeSuccessScript = resp.NewScript(`
 local n = redis.call('INCR', KEYS[1])
 if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 if n == tonumber(ARGV[1]) then
@@ -76,7 +76,7 @@ return n
 // tokens at once: KEYS[1] the upstream's theoretical arrival time (µs);
 // ARGV rpm, burst, n, now_us. A full bucket holds burst tokens; one comes
 // back every 60e6/rpm µs. Returns how many tokens were granted (0..n).
-var rpmScript = redis.NewScript(`
+var rpmScript = resp.NewScript(`
 local T = 60000000 / tonumber(ARGV[1])
 local tau = tonumber(ARGV[2]) * T
 local now = tonumber(ARGV[4])
@@ -94,7 +94,7 @@ return g
 // scored by when their hold expires); ARGV limit, now_ms, expires_ms, id.
 // Holds past their expiry (a member that died holding them) are dropped
 // first. Returns 1 when a slot was taken.
-var slotScript = redis.NewScript(`
+var slotScript = resp.NewScript(`
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[2])
 if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
 redis.call('ZADD', KEYS[1], ARGV[3], ARGV[4])
@@ -104,7 +104,7 @@ return 1
 
 // counterScript: KEYS[1] a shared counter; ARGV delta, ttl_ms. Adds, sets
 // the TTL on the first add only (the period's end), returns the total.
-var counterScript = redis.NewScript(`
+var counterScript = resp.NewScript(`
 local v = redis.call('INCRBYFLOAT', KEYS[1], ARGV[1])
 if redis.call('PTTL', KEYS[1]) < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 return v
