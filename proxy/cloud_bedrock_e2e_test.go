@@ -17,7 +17,7 @@ import (
 
 const bedrockModel = "anthropic.claude-3-5-haiku-20241022-v1:0"
 
-// awsSharedCredentials points the AWS SDK's standard chain at a shared
+// awsSharedCredentials points detour's AWS credential chain at a shared
 // credentials file of the test's own (and away from anything on the
 // machine: no env keys, no profile, no instance metadata). It sets the
 // process environment, so its tests cannot run in parallel.
@@ -41,7 +41,8 @@ func bedrockUpstream(url, ca string) string {
 
 // TestBedrockBackupWithOfficialSDKs: apps of every shape fall over to
 // Amazon Bedrock's Converse and ConverseStream APIs, with a tool round
-// trip; the fake checks every SigV4 signature with the SDK's signer.
+// trip; the fake checks every SigV4 signature by signing the request again
+// (internal/sigv4, which its own tests hold to the AWS SDK's signer).
 // Not parallel: the AWS credential chain reads the environment.
 func TestBedrockBackupWithOfficialSDKs(t *testing.T) {
 	awsSharedCredentials(t, "AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYSECRETKEY")

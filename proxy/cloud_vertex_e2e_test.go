@@ -19,8 +19,8 @@ import (
 // TestVertexBackupWithOfficialSDKs: apps of every shape fall over to Gemini
 // on Vertex and to Claude on Vertex, streamed and not, with a tool round
 // trip. The credentials are a service-account key file made here whose
-// token_uri is the fake's token endpoint, so the OAuth2 JWT grant of
-// golang.org/x/oauth2/google runs for real; one token serves every call.
+// token_uri is the fake's token endpoint, so detour's OAuth2 JWT grant
+// (internal/cloud/google_jwt.go) runs for real; one token serves every call.
 func TestVertexBackupWithOfficialSDKs(t *testing.T) {
 	t.Parallel()
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -80,7 +80,7 @@ func TestVertexBackupWithOfficialSDKs(t *testing.T) {
 }
 
 // TestVertexTokenRefreshedBeforeExpiry: a token about to expire (here
-// within oauth2's early-expiry margin as soon as it is issued) is replaced
+// within detour's 10 s early-expiry margin as soon as it is issued) is replaced
 // before the next call rather than sent and refused.
 func TestVertexTokenRefreshedBeforeExpiry(t *testing.T) {
 	t.Parallel()
@@ -90,7 +90,7 @@ func TestVertexTokenRefreshedBeforeExpiry(t *testing.T) {
 	}
 	const email = "detour@proj-1.iam.gserviceaccount.com"
 	vx := fv.NewVertex("proj-1", "global", email, &key.PublicKey, fv.Options{Name: "vertex"})
-	vx.TokenLifetime = 5 * time.Second // under oauth2's 10 s early-expiry margin
+	vx.TokenLifetime = 5 * time.Second // under detour's 10 s early-expiry margin
 	url, ca := cloudServer(t, vx)
 	tokenSrv := httptest.NewServer(vx)
 	t.Cleanup(tokenSrv.Close)
