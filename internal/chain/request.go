@@ -29,7 +29,7 @@ func (s *session) buildRequest(ctx context.Context, u *policy.Upstream, model st
 	}
 	target := &p.url
 	*target = *u.BaseURL
-	target.Path = u.BaseURL.Path + rel
+	target.Path = joinPath(u.BaseURL.Path, rel, s.req.URL.Path)
 	target.RawPath = ""
 	target.RawQuery = ""
 	var clientQueryKey string
@@ -66,6 +66,16 @@ func (s *session) buildRequest(ctx context.Context, u *policy.Upstream, model st
 	}
 
 	return newUpstreamRequest(ctx, target, h, body, &p.body)
+}
+
+// joinPath is base + rel, or app (the app's own path) when that is what
+// they join to, as for an upstream whose base path is the API root the app
+// addressed: the common case, and then no string is built.
+func joinPath(base, rel, app string) string {
+	if len(base)+len(rel) == len(app) && app[:len(base)] == base && app[len(base):] == rel {
+		return app
+	}
+	return base + rel
 }
 
 // upstreamParts are the parts of an attempt's upstream request that live
