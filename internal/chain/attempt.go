@@ -403,10 +403,19 @@ func (a *attempt) wholeAnswer(resp *http.Response) step {
 	} else {
 		s.store(answer, false)
 	}
-	if use, ok := rewrite.ExtractUsage(a.wire(), usageBody); ok {
-		s.rec.Usage = use
+	if w := a.wire(); w == u.Shape {
+		// One scan for both.
+		use, ok, cached, _ := rewrite.ExtractUsageAndCached(w, usageBody)
+		if ok {
+			s.rec.Usage = use
+		}
+		s.rec.CachedInput = cached
+	} else {
+		if use, ok := rewrite.ExtractUsage(w, usageBody); ok {
+			s.rec.Usage = use
+		}
+		s.rec.CachedInput, _ = rewrite.ExtractCachedInput(u.Shape, usageBody)
 	}
-	s.rec.CachedInput, _ = rewrite.ExtractCachedInput(u.Shape, usageBody)
 	return stepDone
 }
 

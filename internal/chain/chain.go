@@ -658,18 +658,20 @@ func copyResponseHeaders(dst, src http.Header) {
 		}
 		dst[k] = vs[:len(vs):len(vs)]
 	}
-	for _, c := range src.Values("Connection") {
+	for _, c := range src["Connection"] {
 		for _, f := range strings.Split(c, ",") {
 			dst.Del(strings.TrimSpace(f))
 		}
 	}
+	// The names are canonical: deleted as they are, not canonicalized
+	// again per answer.
 	for _, k := range hopHeaders {
-		dst.Del(k)
+		delete(dst, k)
 	}
-	dst.Del("Content-Length")
+	delete(dst, "Content-Length")
 	// The transport asked for and decoded gzip itself; what the app gets is
 	// identity-encoded.
-	dst.Del("Content-Encoding")
+	delete(dst, "Content-Encoding")
 }
 
 func truncate(s string, n int) string {

@@ -63,7 +63,7 @@ func upstreamHeader(src http.Header, extra int) http.Header {
 		}
 		h[k] = vs[:len(vs):len(vs)]
 	}
-	for _, c := range src.Values("Connection") {
+	for _, c := range src["Connection"] {
 		for _, f := range strings.Split(c, ",") {
 			h.Del(strings.TrimSpace(f))
 		}

@@ -370,10 +370,10 @@ type usageMerger struct {
 }
 
 func (m *usageMerger) add(shape rewrite.Shape, data []byte) {
-	if c, ok := rewrite.ExtractCachedInput(shape, data); ok {
+	use, ok, c, cok := rewrite.ExtractUsageAndCached(shape, data)
+	if cok {
 		m.cached = c
 	}
-	use, ok := rewrite.ExtractUsage(shape, data)
 	if !ok {
 		return
 	}
