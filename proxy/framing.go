@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 )
 
@@ -126,9 +125,16 @@ type framingScanner struct {
 	// line is kept, so that scanning allocates nothing for a request
 	// without framing headers.
 	connect, optionsStar, http10 bool
-	contentLength                []string
-	transferEncoding             []string
 	upgrade                      bool
+	// Of the framing headers only what the verdict and the body's framing
+	// need is kept, in the scanner itself: how many of each, the first
+	// Content-Length (in clArr while it fits), whether every other one
+	// repeats it, and whether the first Transfer-Encoding is "chunked".
+	clCount, teCount int
+	clFirst          []byte
+	clArr            [24]byte
+	clDiffers        bool
+	teChunked        bool
 
 	verdicts []bool
 }
@@ -206,9 +212,18 @@ func (f *framingScanner) onLine(line []byte) {
 		}
 		switch {
 		case bytes.EqualFold(name, []byte("Content-Length")):
-			f.contentLength = append(f.contentLength, string(bytes.TrimSpace(value)))
+			v := bytes.TrimSpace(value)
+			if f.clCount == 0 {
+				f.clFirst = append(f.clArr[:0], v...)
+			} else if !bytes.Equal(v, f.clFirst) {
+				f.clDiffers = true
+			}
+			f.clCount++
 		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
-			f.transferEncoding = append(f.transferEncoding, string(bytes.TrimSpace(value)))
+			if f.teCount == 0 {
+				f.teChunked = bytes.EqualFold(bytes.TrimSpace(value), []byte("chunked"))
+			}
+			f.teCount++
 		case bytes.EqualFold(name, []byte("Upgrade")):
 			f.upgrade = true
 		}
@@ -277,7 +292,7 @@ func (f *framingScanner) endHeaders() {
 		// Transfer-Encoding counts from HTTP/1.1 on; net/http ignores it
 		// in HTTP/1.0 and frames by Content-Length alone.
 		http11 := !f.http10
-		ambiguous := http11 && len(f.transferEncoding) > 0 && len(f.contentLength) > 0
+		ambiguous := http11 && f.teCount > 0 && f.clCount > 0
 		f.verdicts = append(f.verdicts, ambiguous)
 		if ambiguous {
 			// Refused, and the connection closed.
@@ -289,19 +304,17 @@ func (f *framingScanner) endHeaders() {
 	case f.connect || f.upgrade:
 		// What follows is a tunnel, not requests.
 		f.state = stOff
-	case !f.http10 && len(f.transferEncoding) > 0:
-		if len(f.transferEncoding) != 1 || !strings.EqualFold(f.transferEncoding[0], "chunked") {
+	case !f.http10 && f.teCount > 0:
+		if f.teCount != 1 || !f.teChunked {
 			// net/http refuses any other transfer coding.
 			f.state = stOff
 			return
 		}
 		f.state = stChunkSize
-	case len(f.contentLength) > 0:
-		n, err := strconv.ParseUint(f.contentLength[0], 10, 63)
-		for _, v := range f.contentLength[1:] {
-			if v != f.contentLength[0] {
-				err = strconv.ErrSyntax
-			}
+	case f.clCount > 0:
+		n, err := strconv.ParseUint(string(f.clFirst), 10, 63)
+		if f.clDiffers {
+			err = strconv.ErrSyntax
 		}
 		if err != nil {
 			f.state = stOff
@@ -321,5 +334,6 @@ func (f *framingScanner) nextRequest() {
 	f.state = stRequestLine
 	f.headerLen = 0
 	f.connect, f.optionsStar, f.http10 = false, false, false
-	f.contentLength, f.transferEncoding, f.upgrade = nil, nil, false
+	f.upgrade = false
+	f.clCount, f.teCount, f.clFirst, f.clDiffers, f.teChunked = 0, 0, nil, false, false
 }

@@ -494,6 +494,11 @@ func extractUsage(shape Shape, data []byte) (u Usage, ok bool) {
 	if !ok {
 		return Usage{}, false
 	}
+	return usageOf(shape, usage, message)
+}
+
+// usageOf reads the token counts from the members usageMembers found.
+func usageOf(shape Shape, usage, message []byte) (u Usage, ok bool) {
 	switch shape {
 	case OpenAI:
 		return usageCounts(usage, &openAIUsageFields)

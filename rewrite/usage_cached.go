@@ -22,12 +22,19 @@ func ExtractCachedInput(shape Shape, data []byte) (n int64, ok bool) {
 	if !ok {
 		return 0, false
 	}
+	return cachedOf(shape, usage, message)
+}
+
+// cachedOf reads the cached-input count from the members usageMembers
+// found.
+func cachedOf(shape Shape, usage, message []byte) (n int64, ok bool) {
 	if message != nil {
 		if inner, found := memberValue(message, "usage"); found {
 			usage = inner
 		}
 	}
 	var v []byte
+	ok = true
 	switch shape {
 	case OpenAI:
 		details, found := memberValue(usage, "prompt_tokens_details")
@@ -45,4 +52,26 @@ func ExtractCachedInput(shape Shape, data []byte) (n int64, ok bool) {
 	}
 	n, ok = jsonscan.Int(v)
 	return n, ok && n > 0
+}
+
+// ExtractUsageAndCached is ExtractUsage and ExtractCachedInput of the same
+// data, for the caller that wants both (every answer and stream event
+// detour forwards), with the data scanned once rather than twice.
+func ExtractUsageAndCached(shape Shape, data []byte) (u Usage, ok bool, cached int64, cachedOK bool) {
+	if !mayHoldUsage(data) {
+		return Usage{}, false, 0, false
+	}
+	if shape == OpenAIResponses {
+		// Its usage is read apart (extractResponsesUsage).
+		u, ok = extractResponsesUsage(data)
+		cached, cachedOK = ExtractCachedInput(shape, data)
+		return u, ok, cached, cachedOK
+	}
+	usage, message, whole := usageMembers(shape, data)
+	if !whole {
+		return Usage{}, false, 0, false
+	}
+	u, ok = usageOf(shape, usage, message)
+	cached, cachedOK = cachedOf(shape, usage, message)
+	return u, ok, cached, cachedOK
 }

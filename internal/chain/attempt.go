@@ -140,6 +140,8 @@ type attempt struct {
 	dn drainNode
 	// span is the attempt's trace span; nil when not traced.
 	span *telemetry.Attempt
+	// parts hold the upstream request's URL and body reader.
+	parts upstreamParts
 }
 
 // gate is what an attempt holds from the health registry: a breaker
@@ -150,9 +152,17 @@ type gate struct {
 }
 
 // newAttempt prepares try number retry of u on lane ln, holding g.
+// The request's first attempt is the session's own (most requests make
+// one): an allocation less.
 func (s *session) newAttempt(t turn, retry int, g gate, conv *conversion) *attempt {
-	a := &attempt{s: s, u: t.u, model: t.model, last: t.last, ln: t.ln, conv: conv, gate: g, idx: -1,
-		ar: AttemptRecord{Upstream: t.u.Name, Model: t.model, Retry: retry, Hedge: t.ln.hedge}}
+	var a *attempt
+	if s.firstTaken.CompareAndSwap(false, true) {
+		a = &s.first
+	} else {
+		a = new(attempt)
+	}
+	a.s, a.u, a.model, a.last, a.ln, a.conv, a.gate, a.idx = s, t.u, t.model, t.last, t.ln, conv, g, -1
+	a.ar = AttemptRecord{Upstream: t.u.Name, Model: t.model, Retry: retry, Hedge: t.ln.hedge}
 	a.body.a = a
 	return a
 }
@@ -181,7 +191,7 @@ func (a *attempt) record() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a.idx = len(s.rec.Attempts)
-	s.rec.Attempts = append(s.rec.Attempts, a.ar)
+	s.rec.addAttempt(a.ar)
 }
 
 // classify judges an outcome of this attempt by the policy.
@@ -254,7 +264,7 @@ func (a *attempt) run() step {
 		a.ar.Notes = a.conv.notes
 	}
 
-	upReq, err := s.buildRequest(ctx, u, a.model, a.conv)
+	upReq, err := s.buildRequest(ctx, u, a.model, a.conv, &a.parts)
 	if err != nil {
 		return a.unbuildable(err)
 	}
@@ -393,10 +403,19 @@ func (a *attempt) wholeAnswer(resp *http.Response) step {
 	} else {
 		s.store(answer, false)
 	}
-	if use, ok := rewrite.ExtractUsage(a.wire(), usageBody); ok {
-		s.rec.Usage = use
+	if w := a.wire(); w == u.Shape {
+		// One scan for both.
+		use, ok, cached, _ := rewrite.ExtractUsageAndCached(w, usageBody)
+		if ok {
+			s.rec.Usage = use
+		}
+		s.rec.CachedInput = cached
+	} else {
+		if use, ok := rewrite.ExtractUsage(w, usageBody); ok {
+			s.rec.Usage = use
+		}
+		s.rec.CachedInput, _ = rewrite.ExtractCachedInput(u.Shape, usageBody)
 	}
-	s.rec.CachedInput, _ = rewrite.ExtractCachedInput(u.Shape, usageBody)
 	return stepDone
 }
 
@@ -405,7 +424,7 @@ func (a *attempt) wholeAnswer(resp *http.Response) step {
 // splits it into chunks. A body that is not an array is not one (an error
 // object, an HTML page): the usual classification judges it. elems is nil
 // for an array that does not parse (truncated).
-func geminiArray(u *policy.Upstream, stream bool, conv *conversion, full []byte) (elems []json.RawMessage, ok bool) {
+func geminiArray(u *policy.Upstream, stream bool, conv *conversion, full []byte) ([]json.RawMessage, bool) {
 	if u.Shape != rewrite.Gemini || !stream || conv != nil {
 		return nil, false
 	}
@@ -413,6 +432,9 @@ func geminiArray(u *policy.Upstream, stream bool, conv *conversion, full []byte)
 	if len(t) == 0 || t[0] != '[' {
 		return nil, false
 	}
+	// Declared here, not as a named result: its address goes to
+	// Unmarshal, which would put it on the heap for every answer.
+	var elems []json.RawMessage
 	if err := json.Unmarshal(t, &elems); err != nil {
 		return nil, true
 	}

@@ -85,6 +85,14 @@ func (s *session) readRequestBody() bool {
 		return false
 	}
 	s.body, s.bodyRead = body, true
+	if s.req.ProtoMajor == 1 {
+		// Read to its end (net/http's body has seen EOF): closed, it
+		// spares net/http looking for more of it when the answer's
+		// headers are written (an io.CopyN and its allocations per
+		// request). Closing a body read whole changes nothing else: the
+		// connection stays open for the next request.
+		_ = b.Close()
+	}
 	return true
 }
 

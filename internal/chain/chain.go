@@ -22,6 +22,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/rs/zerolog"
 
@@ -162,8 +163,8 @@ func (r *Runner) Serve(w http.ResponseWriter, req *http.Request, t Target) {
 	// The request's deadline runs on the Runner's clock, from here: the
 	// time the body takes to arrive counts against it.
 	begun := r.now()
-	rec := &Record{
-		ID:     newID(),
+	// The record and the session are one allocation (served).
+	sv := &served{rec: Record{
 		Mode:   t.Mode,
 		Host:   t.Host,
 		Method: req.Method,
@@ -171,7 +172,9 @@ func (r *Runner) Serve(w http.ResponseWriter, req *http.Request, t Target) {
 		Policy: pol.Version,
 		Start:  time.Now(),
 		Cache:  CacheOff,
-	}
+	}}
+	rec := &sv.rec
+	rec.ID = rec.newID()
 	// Assigned rather than Set, with the value's slice in the record: a
 	// Set allocates it. (The name is canonical.)
 	rec.idValue[0] = rec.ID
@@ -187,8 +190,19 @@ func (r *Runner) Serve(w http.ResponseWriter, req *http.Request, t Target) {
 		return
 	}
 	rec.Route = route.Name
-	s := &session{r: r, pol: pol, route: route, rec: rec, w: w, req: req, app: rewrite.AppShape(route.Shape, req.URL.Path), begun: begun}
+	s := &sv.s
+	s.r, s.pol, s.route, s.rec, s.w, s.req = r, pol, route, rec, w, req
+	s.app, s.begun = rewrite.AppShape(route.Shape, req.URL.Path), begun
 	s.run()
+}
+
+// served is what one request holds from Serve to its log line: its record
+// and, when a route takes it, its session, in one allocation rather than
+// two. Nothing keeps either beyond the request (OnRecord must not keep the
+// record), so neither outlives the other by more than the request.
+type served struct {
+	rec Record
+	s   session
 }
 
 // finish completes a request's record and writes its log line.
@@ -292,13 +306,16 @@ func (s *statusWriter) Write(p []byte) (int, error) {
 
 func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
-func newID() string {
+// newID makes the request's id: 8 random bytes in hex, encoded into the
+// record's own idBytes. The string shares that array rather than copying
+// it: the record is on the heap and the array is never written again, so
+// the string stays valid (and keeps the record's memory alive) for as long
+// as anything holds it, which spares an allocation per request.
+func (r *Record) newID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	// Encoded on the stack: one allocation (the string), not two.
-	var x [16]byte
-	hex.Encode(x[:], b[:])
-	return string(x[:])
+	hex.Encode(r.idBytes[:], b[:])
+	return unsafe.String(&r.idBytes[0], len(r.idBytes))
 }
 
 // session is one app request on its way through a chain.
@@ -360,6 +377,10 @@ type session struct {
 	// hedge_after (0: no hedging).
 	priority policy.Priority
 	hedge    time.Duration
+
+	// first is the request's first attempt, once firstTaken (newAttempt).
+	first      attempt
+	firstTaken atomic.Bool
 }
 
 // failure is one failed attempt, kept to build the app's answer when the
@@ -463,7 +484,7 @@ func (s *session) skip(upstream, reason string) {
 func (s *session) skipClass(upstream string, class policy.Class, reason string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.rec.Attempts = append(s.rec.Attempts, AttemptRecord{Upstream: upstream, Class: string(class), Outcome: OutcomeSkipped, Reason: reason, seq: s.nextSeq()})
+	s.rec.addAttempt(AttemptRecord{Upstream: upstream, Class: string(class), Outcome: OutcomeSkipped, Reason: reason, seq: s.nextSeq()})
 }
 
 // skipRouting records an upstream that cannot take this request at all
@@ -471,7 +492,7 @@ func (s *session) skipClass(upstream string, class policy.Class, reason string) 
 func (s *session) skipRouting(upstream string, class policy.Class, reason string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.rec.Attempts = append(s.rec.Attempts, AttemptRecord{Upstream: upstream, Class: string(class), Outcome: OutcomeSkipped, Reason: reason, Routing: true, seq: s.nextSeq()})
+	s.rec.addAttempt(AttemptRecord{Upstream: upstream, Class: string(class), Outcome: OutcomeSkipped, Reason: reason, Routing: true, seq: s.nextSeq()})
 }
 
 // nextSeq numbers attempts in the order they start.
@@ -630,17 +651,11 @@ var hopHeaders = []string{
 }
 
 func copyResponseHeaders(dst, src http.Header) {
-	// One backing array for every kept value, as Header.Clone does: a
-	// slice per header would be an allocation per header per answer. Each
-	// slice is capped at its length, so an Add on dst cannot write into
-	// its neighbour.
-	n := 0
-	for k, vs := range src {
-		if !droppedResponseHeaders[k] {
-			n += len(vs)
-		}
-	}
-	all := make([]string, n)
+	// The upstream's own value slices, shared rather than copied (a copy
+	// is an allocation per answer): each is capped at its length, so an
+	// Add on dst reallocates instead of writing into src's array, and
+	// nothing writes into a header's values in place. net/http takes its
+	// own copy of dst when the headers are written.
 	for k, vs := range src {
 		if droppedResponseHeaders[k] {
 			continue
@@ -649,22 +664,22 @@ func copyResponseHeaders(dst, src http.Header) {
 			dst[k] = nil
 			continue
 		}
-		m := copy(all, vs)
-		dst[k] = all[:m:m]
-		all = all[m:]
+		dst[k] = vs[:len(vs):len(vs)]
 	}
-	for _, c := range src.Values("Connection") {
+	for _, c := range src["Connection"] {
 		for _, f := range strings.Split(c, ",") {
 			dst.Del(strings.TrimSpace(f))
 		}
 	}
+	// The names are canonical: deleted as they are, not canonicalized
+	// again per answer.
 	for _, k := range hopHeaders {
-		dst.Del(k)
+		delete(dst, k)
 	}
-	dst.Del("Content-Length")
+	delete(dst, "Content-Length")
 	// The transport asked for and decoded gzip itself; what the app gets is
 	// identity-encoded.
-	dst.Del("Content-Encoding")
+	delete(dst, "Content-Encoding")
 }
 
 func truncate(s string, n int) string {

@@ -142,8 +142,9 @@ func (c *conversion) errorEvent(app rewrite.Shape, e rewrite.AppError) []byte {
 var translatedHeaders = []string{"User-Agent", "Traceparent", "Tracestate", "Accept-Language"}
 
 // buildTranslated builds the request for an upstream of another shape.
-func (s *session) buildTranslated(ctx context.Context, u *policy.Upstream, c *conversion) (*http.Request, error) {
-	target := *u.BaseURL
+func (s *session) buildTranslated(ctx context.Context, u *policy.Upstream, c *conversion, p *upstreamParts) (*http.Request, error) {
+	target := &p.url
+	*target = *u.BaseURL
 	target.Path = u.BaseURL.Path + c.up.Path
 	target.RawPath = ""
 	target.RawQuery = c.up.RawQuery
@@ -169,5 +170,5 @@ func (s *session) buildTranslated(ctx context.Context, u *policy.Upstream, c *co
 	if u.Shape == rewrite.Anthropic && h.Get("Anthropic-Version") == "" {
 		h.Set("Anthropic-Version", "2023-06-01")
 	}
-	return newUpstreamRequest(ctx, &target, h, c.up.Body)
+	return newUpstreamRequest(ctx, target, h, c.up.Body, &p.body)
 }

@@ -45,33 +45,25 @@ var droppedResponseHeaders = func() map[string]bool {
 
 // upstreamHeader copies the app's request header without the headers in
 // droppedRequestHeaders, detour's own X-Detour-* ones, and those the app's
-// Connection header names. It copies only what it keeps, with one backing
-// array for all values (as Header.Clone does), in a map with room for
-// extra keys more.
+// Connection header names, in a map with room for extra keys more. The
+// values are the app's own slices, shared as copyHeader shares them (capped
+// at their length, and nothing writes into a header's values in place):
+// copying them would cost an allocation per attempt.
 func upstreamHeader(src http.Header, extra int) http.Header {
-	n, kept := 0, 0
-	for k, vs := range src {
-		if dropRequestHeader(k) {
-			continue
+	kept := 0
+	for k := range src {
+		if !dropRequestHeader(k) {
+			kept++
 		}
-		n += len(vs)
-		kept++
 	}
 	h := make(http.Header, kept+extra)
-	all := make([]string, n)
 	for k, vs := range src {
 		if dropRequestHeader(k) {
 			continue
 		}
-		if vs == nil {
-			h[k] = nil
-			continue
-		}
-		m := copy(all, vs)
-		h[k] = all[:m:m]
-		all = all[m:]
+		h[k] = vs[:len(vs):len(vs)]
 	}
-	for _, c := range src.Values("Connection") {
+	for _, c := range src["Connection"] {
 		for _, f := range strings.Split(c, ",") {
 			h.Del(strings.TrimSpace(f))
 		}

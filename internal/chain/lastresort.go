@@ -222,7 +222,7 @@ func (s *session) serveStatic(u *policy.Upstream) {
 	start := time.Now()
 	ct, body := s.synthesize(&ir.Response{Model: s.model, Parts: []ir.Part{{Kind: ir.PartText, Text: u.Text}}, Finish: ir.FinishStop})
 	s.mu.Lock()
-	s.rec.Attempts = append(s.rec.Attempts, AttemptRecord{Upstream: u.Name, Model: s.model, Status: http.StatusOK, Outcome: OutcomeOK, Duration: time.Since(start), seq: s.nextSeq()})
+	s.rec.addAttempt(AttemptRecord{Upstream: u.Name, Model: s.model, Status: http.StatusOK, Outcome: OutcomeOK, Duration: time.Since(start), seq: s.nextSeq()})
 	s.mu.Unlock()
 	s.rec.AnsweredBy = u.Name
 	s.writeSynthesized(u.Name, ct, body)

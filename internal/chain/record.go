@@ -153,10 +153,24 @@ type Record struct {
 	// Priority is the request's priority: high, normal or low.
 	Priority string
 
-	// idValue is the X-Detour-Request-Id header's value slice.
+	// idValue is the X-Detour-Request-Id header's value slice; idBytes
+	// the memory of ID (newID).
 	idValue [1]string
+	idBytes [16]byte
+	// attemptBuf is Attempts' first backing array: most requests make one
+	// attempt, and it then costs no allocation of its own (addAttempt).
+	attemptBuf [1]AttemptRecord
 	// trace is the request's span; nil when it is not traced.
 	trace *telemetry.Request
+}
+
+// addAttempt appends a to Attempts, in the record's own array while it has
+// room. Attempts stays nil for a request that makes none.
+func (r *Record) addAttempt(a AttemptRecord) {
+	if r.Attempts == nil {
+		r.Attempts = r.attemptBuf[:0:len(r.attemptBuf)]
+	}
+	r.Attempts = append(r.Attempts, a)
 }
 
 // sentAttempts counts the attempts that reached an upstream.

@@ -16,9 +16,10 @@ import (
 // buildRequest rewrites the app's request for one upstream: its URL, its
 // model, and its credential. Every credential the app sent is removed first;
 // the app's own key goes back only to an upstream with auth "client".
-func (s *session) buildRequest(ctx context.Context, u *policy.Upstream, model string, conv *conversion) (*http.Request, error) {
+// The URL and the body's reader are p's, which the attempt holds.
+func (s *session) buildRequest(ctx context.Context, u *policy.Upstream, model string, conv *conversion, p *upstreamParts) (*http.Request, error) {
 	if conv != nil {
-		return s.buildTranslated(ctx, u, conv)
+		return s.buildTranslated(ctx, u, conv, p)
 	}
 	rel := strings.TrimPrefix(s.req.URL.Path, s.app.APIRoot())
 	if u.Shape == rewrite.Gemini && model != s.model {
@@ -26,8 +27,9 @@ func (s *session) buildRequest(ctx context.Context, u *policy.Upstream, model st
 			rel = p
 		}
 	}
-	target := *u.BaseURL
-	target.Path = u.BaseURL.Path + rel
+	target := &p.url
+	*target = *u.BaseURL
+	target.Path = joinPath(u.BaseURL.Path, rel, s.req.URL.Path)
 	target.RawPath = ""
 	target.RawQuery = ""
 	var clientQueryKey string
@@ -63,7 +65,26 @@ func (s *session) buildRequest(ctx context.Context, u *policy.Upstream, model st
 		h.Set("Anthropic-Version", "2023-06-01")
 	}
 
-	return newUpstreamRequest(ctx, &target, h, body)
+	return newUpstreamRequest(ctx, target, h, body, &p.body)
+}
+
+// joinPath is base + rel, or app (the app's own path) when that is what
+// they join to, as for an upstream whose base path is the API root the app
+// addressed: the common case, and then no string is built.
+func joinPath(base, rel, app string) string {
+	if len(base)+len(rel) == len(app) && app[:len(base)] == base && app[len(base):] == rel {
+		return app
+	}
+	return base + rel
+}
+
+// upstreamParts are the parts of an attempt's upstream request that live
+// in the attempt, which is on the heap anyway, rather than in allocations
+// of their own: the URL and the body's reader. An attempt sends one
+// request, so neither is reused while the transport may still read it.
+type upstreamParts struct {
+	url  url.URL
+	body bytes.Reader
 }
 
 // newUpstreamRequest is http.NewRequestWithContext for a URL and a header
@@ -73,8 +94,9 @@ func (s *session) buildRequest(ctx context.Context, u *policy.Upstream, model st
 // *bytes.Reader, which the transport knows to be in memory (it then sends
 // the headers and the body in one write), and GetBody replays it, as
 // NewRequest would, for the transport's retry on a kept-alive connection
-// the upstream closed. target must not be shared.
-func newUpstreamRequest(ctx context.Context, target *url.URL, h http.Header, body []byte) (*http.Request, error) {
+// the upstream closed. target must not be shared; rd becomes the body's
+// reader (over body).
+func newUpstreamRequest(ctx context.Context, target *url.URL, h http.Header, body []byte, rd *bytes.Reader) (*http.Request, error) {
 	if target.Path != "" && target.Path[0] != '/' {
 		// What String would have done for a URL with a host.
 		target.Path = "/" + target.Path
@@ -96,7 +118,8 @@ func newUpstreamRequest(ctx context.Context, target *url.URL, h http.Header, bod
 		// A zero length with a body other than NoBody would be sent as
 		// a body of unknown length (chunked).
 		r.ContentLength = int64(len(body))
-		r.Body = io.NopCloser(bytes.NewReader(body))
+		rd.Reset(body)
+		r.Body = io.NopCloser(rd)
 		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	}
 	return r.WithContext(ctx), nil
@@ -154,9 +177,11 @@ func copyClientCredential(dst, src http.Header, queryKey string, shape rewrite.S
 // copyHeader shares the app's values rather than copying them: nothing in
 // detour or net/http writes into a header's values in place, and the slice
 // is capped at its length, so an Add on dst reallocates instead of writing
-// into the app's array.
+// into the app's array. k is canonical (every caller's is a constant, and
+// perf_internal_test.go checks them), so it is looked up as it is rather than
+// canonicalized again on every call.
 func copyHeader(dst, src http.Header, k string) {
-	if v := src.Values(k); len(v) > 0 {
+	if v := src[k]; len(v) > 0 {
 		dst[k] = v[:len(v):len(v)]
 	}
 }

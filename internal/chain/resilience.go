@@ -307,7 +307,7 @@ func (s *session) runUpstream(t turn) stepKind {
 // runUpstream's frame, which it holds for its whole life.)
 func (s *session) skipUnconvertible(u *policy.Upstream, model string, retry int, reason string) {
 	s.mu.Lock()
-	s.rec.Attempts = append(s.rec.Attempts, AttemptRecord{Upstream: u.Name, Model: model, Class: string(policy.ClassInvalidRequest), Outcome: OutcomeSkipped, Reason: reason, Retry: retry, Routing: true, seq: s.nextSeq()})
+	s.rec.addAttempt(AttemptRecord{Upstream: u.Name, Model: model, Class: string(policy.ClassInvalidRequest), Outcome: OutcomeSkipped, Reason: reason, Retry: retry, Routing: true, seq: s.nextSeq()})
 	s.failures = append(s.failures, &failure{upstream: u.Name, verdict: policy.Verdict{Class: policy.ClassInvalidRequest, Reason: reason}})
 	s.mu.Unlock()
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/detour-proxy/detour/policy"
@@ -67,7 +68,11 @@ func (a *attempt) streamAnswer(resp *http.Response) step {
 // next.
 func (a *attempt) untilCommit(rd *sse.Reader, resp *http.Response) (first []byte, ended bool, st step, committed bool) {
 	s, u, conv := a.s, a.u, a.conv
-	var pending bytes.Buffer
+	// pending holds the events held back, in one buffer that also has
+	// room for the first content in the common case (firstHeld): one
+	// allocation where a growing buffer and the append at the commit point
+	// made two.
+	var pending []byte
 	for {
 		ev, err := rd.Next()
 		if err != nil {
@@ -97,9 +102,13 @@ func (a *attempt) untilCommit(rd *sse.Reader, resp *http.Response) (first []byte
 		kind := rewrite.InspectEvent(a.wire(), ev)
 		switch kind {
 		case rewrite.EventMeta:
-			pending.Write(conv.event(ev))
+			b := conv.event(ev)
+			if pending == nil {
+				pending = make([]byte, 0, max(firstHeld, 2*len(b)))
+			}
+			pending = append(pending, b...)
 			a.usage.add(a.wire(), ev.Data)
-			if pending.Len() < maxPending {
+			if len(pending) < maxPending {
 				continue
 			}
 		case rewrite.EventError:
@@ -108,7 +117,7 @@ func (a *attempt) untilCommit(rd *sse.Reader, resp *http.Response) (first []byte
 				v.Class, v.Reason = policy.ClassServerError, "in-stream error"
 			}
 			f := &failure{upstream: u.Name, verdict: v, status: resp.StatusCode, header: resp.Header, inStream: true,
-				prefix: bytes.Clone(pending.Bytes()), body: bytes.Clone(conv.event(ev))}
+				prefix: bytes.Clone(pending), body: bytes.Clone(conv.event(ev))}
 			return nil, false, a.failed(v, f), false
 		}
 		if !wholeEvent(ev) {
@@ -140,9 +149,19 @@ func (a *attempt) untilCommit(rd *sse.Reader, resp *http.Response) (first []byte
 		a.committed = true
 		a.timer.arm(a.readTimeout())
 		a.usage.add(a.wire(), ev.Data)
-		return append(pending.Bytes(), conv.event(ev)...), kind == rewrite.EventDone || endsStream(a.wire(), ev), stepDone, true
+		// With nothing held back the first content is written from the
+		// reader's memory, before the next read can reuse it.
+		first = conv.event(ev)
+		if pending != nil {
+			first = append(pending, first...)
+		}
+		return first, kind == rewrite.EventDone || endsStream(a.wire(), ev), stepDone, true
 	}
 }
+
+// firstHeld is the room pending starts with: the opening events of every
+// vendor's stream and its first content event fit in it.
+const firstHeld = 1024
 
 // pump forwards the rest of a committed stream, after its first content,
 // event by event. Whole events
@@ -351,10 +370,10 @@ type usageMerger struct {
 }
 
 func (m *usageMerger) add(shape rewrite.Shape, data []byte) {
-	if c, ok := rewrite.ExtractCachedInput(shape, data); ok {
+	use, ok, c, cok := rewrite.ExtractUsageAndCached(shape, data)
+	if cok {
 		m.cached = c
 	}
-	use, ok := rewrite.ExtractUsage(shape, data)
 	if !ok {
 		return
 	}
@@ -367,6 +386,36 @@ func (m *usageMerger) add(shape rewrite.Shape, data []byte) {
 }
 
 func isEventStream(h http.Header) bool {
-	mt, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
-	return mt == "text/event-stream"
+	ct := h.Get("Content-Type")
+	base, params, _ := strings.Cut(ct, ";")
+	if strings.Count(params, "=") > 1 {
+		// Two parameters of one name and different values make
+		// ParseMediaType refuse the whole value: only it can tell.
+		mt, _, _ := mime.ParseMediaType(ct)
+		return mt == "text/event-stream"
+	}
+	// What mime.ParseMediaType says of the media type (the part before
+	// the parameters, trimmed, in any case) when no parameter can be
+	// repeated, without the map of parameters it builds. No letter of
+	// "text/event-stream" is the lower case of a non-ASCII letter, so an
+	// ASCII comparison is exact.
+	return asciiEqualFold(strings.TrimSpace(base), "text/event-stream")
+}
+
+// asciiEqualFold reports whether s and lower (ASCII, lower case) are equal
+// under ASCII case folding.
+func asciiEqualFold(s, lower string) bool {
+	if len(s) != len(lower) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
 }

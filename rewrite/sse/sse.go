@@ -34,6 +34,13 @@ const DefaultMaxEventSize = 4 << 20
 // transport under the Reader buffers the network reads already.
 const initialBufferSize = 1024
 
+// burstBufferSize is what the buffer grows to once a read fills all the room
+// it had: the upstream sends faster than the events are taken, and bigger
+// reads mean fewer of them, and fewer flushes for a forwarder that flushes
+// when no whole event is buffered (EventBuffered). A stream that trickles,
+// as a model's tokens do, keeps the small buffer.
+const burstBufferSize = 4096
+
 // maxConsecutiveEmptyReads matches bufio: a reader that keeps returning
 // (0, nil) is broken, and spinning on it forever would hang the stream.
 const maxConsecutiveEmptyReads = 100
@@ -108,6 +115,9 @@ type Reader struct {
 	err     error // first error from rd; io.EOF stays, others are returned once
 	max     int
 	started bool // an event was returned: a BOM is no longer special
+	// filled: the last read filled all the room it was given, so more
+	// input was probably waiting behind it (fill).
+	filled bool
 
 	data  []byte            // joined Data when an event has several data lines
 	names map[string]string // interned event names, so Name costs no allocation
@@ -127,6 +137,7 @@ func (r *Reader) Reset(rd io.Reader) {
 	r.r, r.w = 0, 0
 	r.err = nil
 	r.started = false
+	r.filled = false
 	r.data = r.data[:0]
 }
 
@@ -344,7 +355,18 @@ func (r *Reader) fill() {
 	if r.buf == nil {
 		r.buf = make([]byte, min(initialBufferSize, r.max+1))
 	}
-	if r.w == len(r.buf) {
+	// Slide the unconsumed bytes to the front also when the space behind
+	// them is smaller than what was consumed before them: a read into a
+	// few bytes at the end would return part of an event, and a forwarder
+	// that flushes when no whole event is buffered would flush (a write to
+	// its client) once per such sliver.
+	if r.filled && len(r.buf) < burstBufferSize && burstBufferSize <= r.max+1 {
+		nb := make([]byte, burstBufferSize)
+		r.w = copy(nb, r.buf[r.r:r.w])
+		r.r = 0
+		r.buf = nb
+	}
+	if r.w == len(r.buf) || r.r > 0 && len(r.buf)-r.w < r.r {
 		if r.r > 0 {
 			r.w = copy(r.buf, r.buf[r.r:r.w])
 			r.r = 0
@@ -362,12 +384,14 @@ func (r *Reader) fill() {
 		}
 	}
 	for range maxConsecutiveEmptyReads {
+		room := len(r.buf) - r.w
 		n, err := r.rd.Read(r.buf[r.w:])
-		if n < 0 || n > len(r.buf)-r.w {
+		if n < 0 || n > room {
 			r.err = errors.New("sse: reader returned invalid count")
 			return
 		}
 		r.w += n
+		r.filled = n == room
 		if err != nil {
 			r.err = err
 			return
