@@ -1,7 +1,6 @@
 package inject
 
 import (
-	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -16,21 +15,8 @@ func mutatedRedirectArgs(t *testing.T, cfg Config, ann map[string]string) ([]str
 	t.Helper()
 	pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app"}}}}
 	pod.Annotations = ann
-	d, err := cfg.Mutate(pod)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, _ := json.Marshal(pod)
-	ops, _ := json.Marshal(d.Patch)
-	patched, err := applyPatch(raw, ops)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var after corev1.Pod
-	if err := strictUnmarshal(patched, &after); err != nil {
-		t.Fatal(err)
-	}
-	if errs := validatePod(&after); len(errs) > 0 {
+	after, d := mutated(t, cfg, pod)
+	if errs := validatePod(after); len(errs) > 0 {
 		t.Fatalf("invalid pod: %q", errs)
 	}
 	r := findContainer(after.Spec.InitContainers, RedirectContainerName)

@@ -232,21 +232,8 @@ func TestTransparentSettings(t *testing.T) {
 	cfg.NativeSidecars = ptr(false)
 	cfg.TransparentPort, cfg.TransparentUID, cfg.RedirectPorts = 16001, 2000, []int32{443}
 	pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app"}}}}
-	d, err := cfg.Mutate(pod)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, _ := json.Marshal(pod)
-	ops, _ := json.Marshal(d.Patch)
-	patched, err := applyPatch(raw, ops)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var after corev1.Pod
-	if err := strictUnmarshal(patched, &after); err != nil {
-		t.Fatal(err)
-	}
-	if errs := validatePod(&after); len(errs) > 0 {
+	after, _ := mutated(t, cfg, pod)
+	if errs := validatePod(after); len(errs) > 0 {
 		t.Fatalf("invalid pod: %q", errs)
 	}
 	r := findContainer(after.Spec.InitContainers, RedirectContainerName)
@@ -257,7 +244,7 @@ func TestTransparentSettings(t *testing.T) {
 		t.Errorf("detour-redirect args %q; want %q", r.Args, want)
 	}
 	s, _ := cfg.resolve(pod)
-	checkInterception(t, s, &after, &after.Spec.Containers[0])
+	checkInterception(t, s, after, &after.Spec.Containers[0])
 }
 
 // TestInterceptionConfigErrors: the config's interception fields are

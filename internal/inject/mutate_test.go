@@ -547,6 +547,27 @@ func TestNonPodRequestsAllowed(t *testing.T) {
 	}
 }
 
+// mutated runs cfg.Mutate on pod and returns the pod with the patch applied
+// (strictly decoded, so that an unknown field fails) and the decision.
+func mutated(t *testing.T, cfg Config, pod *corev1.Pod) (*corev1.Pod, Decision) {
+	t.Helper()
+	d, err := cfg.Mutate(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(pod)
+	ops, _ := json.Marshal(d.Patch)
+	patched, err := applyPatch(raw, ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var after corev1.Pod
+	if err := strictUnmarshal(patched, &after); err != nil {
+		t.Fatal(err)
+	}
+	return &after, d
+}
+
 // patchedPod runs the review in testdata/name.json and returns the patched pod.
 func patchedPod(t *testing.T, cfg Config, name string) *corev1.Pod {
 	t.Helper()

@@ -1,7 +1,6 @@
 package inject
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 
@@ -18,21 +17,8 @@ func TestRedisPasswordMountedIntoDetourOnly(t *testing.T) {
 		t.Helper()
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "chat", Namespace: "shop"},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.com/app:1"}}}}
-		d, err := cfg.Mutate(pod)
-		if err != nil {
-			t.Fatal(err)
-		}
-		raw, _ := json.Marshal(pod)
-		ops, _ := json.Marshal(d.Patch)
-		patched, err := applyPatch(raw, ops)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out corev1.Pod
-		if err := strictUnmarshal(patched, &out); err != nil {
-			t.Fatal(err)
-		}
-		return out
+		out, _ := mutated(t, cfg, pod)
+		return *out
 	}
 	for _, tc := range []struct {
 		name, secret, key, wantKey string
