@@ -460,40 +460,32 @@ func (s *countingSource) fetch(ctx context.Context) (awsCreds, error) {
 	return c, nil
 }
 
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) now() time.Time          { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *fakeClock) advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
-
 func TestAWSCredentialsRefreshBeforeExpiry(t *testing.T) {
 	t.Parallel()
-	clk := &fakeClock{t: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
-	src := &countingSource{now: clk.now, ttl: time.Hour}
-	c := &awsCredentials{region: "us-west-2", now: clk.now, load: func(context.Context, string) (awsSource, error) { return src, nil }}
+	clk := testsupport.NewClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	src := &countingSource{now: clk.Now, ttl: time.Hour}
+	c := &awsCredentials{region: "us-west-2", now: clk.Now, load: func(context.Context, string) (awsSource, error) { return src, nil }}
 	ctx := context.Background()
 	for range 3 {
 		if cr, err := c.retrieve(ctx); err != nil || cr.AccessKeyID != "AKID1" {
 			t.Fatalf("got %+v, %v", cr, err)
 		}
 	}
-	clk.advance(54 * time.Minute) // 6 minutes left: still cached
+	clk.Advance(54 * time.Minute) // 6 minutes left: still cached
 	if cr, _ := c.retrieve(ctx); cr.AccessKeyID != "AKID1" {
 		t.Errorf("6 minutes before expiry: %s; want the cached AKID1", cr.AccessKeyID)
 	}
-	clk.advance(2 * time.Minute) // 4 minutes left: refreshed
+	clk.Advance(2 * time.Minute) // 4 minutes left: refreshed
 	if cr, _ := c.retrieve(ctx); cr.AccessKeyID != "AKID2" {
 		t.Errorf("4 minutes before expiry: %s; want a refresh", cr.AccessKeyID)
 	}
 	// A failed refresh keeps serving what is still valid, then fails.
 	src.fail.Store(true)
-	clk.advance(56 * time.Minute)
+	clk.Advance(56 * time.Minute)
 	if cr, err := c.retrieve(ctx); err != nil || cr.AccessKeyID != "AKID2" {
 		t.Errorf("failed refresh, 4 minutes left: %+v, %v; want AKID2", cr, err)
 	}
-	clk.advance(5 * time.Minute)
+	clk.Advance(5 * time.Minute)
 	if _, err := c.retrieve(ctx); err == nil || !strings.Contains(err.Error(), "source down") {
 		t.Errorf("failed refresh after expiry: err = %v", err)
 	}

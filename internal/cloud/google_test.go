@@ -24,6 +24,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/detour-proxy/detour/internal/testsupport"
 )
 
 // googleTestKey is one RSA key for every test: generating one takes a
@@ -38,25 +40,8 @@ var googleTestKey = sync.OnceValue(func() *rsa.PrivateKey {
 
 const testEmail = "detour@proj-1.iam.gserviceaccount.com"
 
-// testClock is a clock a test moves by hand.
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newTestClock() *testClock { return &testClock{t: time.Now()} }
-
-func (c *testClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+// newTestClock is a clock a test moves by hand, starting now.
+func newTestClock() *testsupport.Clock { return testsupport.NewClock(time.Now()) }
 
 // fakeGoogleOAuth is Google's token endpoint (POST /token) as a service
 // account's key file and gcloud's files use it: the JWT-bearer grant, whose
@@ -304,8 +289,8 @@ func TestGoogleServiceAccountJWTGrant(t *testing.T) {
 func TestGoogleTokenCachedUntilShortlyBeforeExpiry(t *testing.T) {
 	t.Parallel()
 	clock := newTestClock()
-	f := newFakeGoogleOAuth(t, func(f *fakeGoogleOAuth) { f.now = clock.now })
-	g := &googleTokens{file: serviceAccountFile(t, f.url, false), getenv: env(), now: clock.now}
+	f := newFakeGoogleOAuth(t, func(f *fakeGoogleOAuth) { f.now = clock.Now })
+	g := &googleTokens{file: serviceAccountFile(t, f.url, false), getenv: env(), now: clock.Now}
 	get := func() string {
 		t.Helper()
 		tok, err := g.token(context.Background())
@@ -320,11 +305,11 @@ func TestGoogleTokenCachedUntilShortlyBeforeExpiry(t *testing.T) {
 			t.Fatalf("token %q; want the cached %q", tok, first)
 		}
 	}
-	clock.add(time.Hour - googleEarlyExpiry - time.Second)
+	clock.Advance(time.Hour - googleEarlyExpiry - time.Second)
 	if tok := get(); tok != first || f.Hits() != 1 {
 		t.Fatalf("just outside the margin: token %q after %d grants; want the cached %q after 1", tok, f.Hits(), first)
 	}
-	clock.add(2 * time.Second)
+	clock.Advance(2 * time.Second)
 	if tok := get(); tok == first || f.Hits() != 2 {
 		t.Fatalf("inside the margin: token %q after %d grants; want a new one after 2", tok, f.Hits())
 	}
@@ -562,12 +547,12 @@ func TestGoogleAuthorizedUserRefresh(t *testing.T) {
 			f.refresh["rt-user"] = "user"
 			f.rotate = "rt-user-2"
 		})
-		g := &googleTokens{file: authorizedUserFile(t, f.url, "user"), getenv: env(), now: clock.now}
+		g := &googleTokens{file: authorizedUserFile(t, f.url, "user"), getenv: env(), now: clock.Now}
 		if tok, err := g.token(context.Background()); err != nil || tok != "ya29.user-1" {
 			t.Fatalf("%q, %v", tok, err)
 		}
 		f.setRefresh("rt-user", "") // only the rotated one is good now
-		clock.add(time.Hour)
+		clock.Advance(time.Hour)
 		if tok, err := g.token(context.Background()); err != nil || tok != "ya29.user-2" {
 			t.Fatalf("after rotation: %q, %v; want the rotated refresh token used", tok, err)
 		}
@@ -830,7 +815,7 @@ func TestGoogleExternalAccount(t *testing.T) {
 			"type": "external_account", "audience": audience, "subject_token_type": "urn:ietf:params:oauth:token-type:jwt",
 			"token_url": stsURL, "credential_source": map[string]any{"file": tokenFile},
 		})
-		g := &googleTokens{file: file, getenv: env(), now: clock.now}
+		g := &googleTokens{file: file, getenv: env(), now: clock.Now}
 		if tok, err := g.token(context.Background()); err != nil || tok != "ya29.sts-1" {
 			t.Fatalf("%q, %v", tok, err)
 		}
@@ -838,7 +823,7 @@ func TestGoogleExternalAccount(t *testing.T) {
 		want = "subject-2"
 		mu.Unlock()
 		os.WriteFile(tokenFile, []byte("subject-2"), 0o600)
-		clock.add(time.Hour)
+		clock.Advance(time.Hour)
 		if tok, err := g.token(context.Background()); err != nil || tok != "ya29.sts-2" || hits() != 2 {
 			t.Fatalf("after the token file rotated: %q, %v", tok, err)
 		}

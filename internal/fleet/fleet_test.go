@@ -4,7 +4,6 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,15 +22,9 @@ type member struct {
 }
 
 // clock is a virtual clock shared by a test fleet.
-type clock struct{ ns atomic.Int64 }
-
-func newClock() *clock {
-	c := &clock{}
-	c.ns.Store(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC).UnixNano())
-	return c
+func newClock() *testsupport.Clock {
+	return testsupport.NewClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 }
-func (c *clock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
-func (c *clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 // startFleet starts n members on r, all under one key prefix of their own.
 func startFleet(t *testing.T, r *testsupport.Redis, n int, now func() time.Time, timeout time.Duration) []*member {

@@ -1,6 +1,6 @@
 // Package testsupport holds the helpers detour's tests share: golden files
 // with one -update flag, a log sink safe for concurrent writers that a test
-// can wait on, and a bounded poll. It imports only the standard library, so
+// can wait on, a bounded poll and a manual clock. It imports only the standard library, so
 // that any package's tests can use it without pulling the proxy in (the
 // end-to-end helpers are in internal/detourtest).
 package testsupport
@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -146,3 +147,21 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 		t.Fatalf("timed out after %v waiting for %s", timeout, what)
 	}
 }
+
+// Clock is a manual clock for code that takes its time from a func() time.Time
+// (Runner.Now, a credential cache's now): it moves only when a test calls
+// Advance, and is safe for the goroutines that read it meanwhile.
+type Clock struct{ ns atomic.Int64 }
+
+// NewClock returns a Clock reading t.
+func NewClock(t time.Time) *Clock {
+	c := &Clock{}
+	c.ns.Store(t.UnixNano())
+	return c
+}
+
+// Now is the clock's time.
+func (c *Clock) Now() time.Time { return time.Unix(0, c.ns.Load()) }
+
+// Advance moves the clock on by d.
+func (c *Clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
