@@ -342,12 +342,24 @@ func Serve(ctx context.Context, opts Options) error {
 	}
 
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(&acceptNotifier{Listener: ln, first: readiness.Serving}) }()
+	serving := make(chan struct{})
+	go func() {
+		errc <- srv.Serve(&acceptNotifier{Listener: ln, first: func() { readiness.Serving(); close(serving) }})
+	}()
+	// Ready fires only once the server waits on the listener, so that
+	// whoever it tells (a test, `detour run`) finds /readyz already 200.
+	select {
+	case <-serving:
+	case err := <-errc:
+		readiness.ShuttingDown()
+		return err
+	case <-ctx.Done():
+	}
 	select {
 	case <-watching:
 	case <-ctx.Done():
 	}
-	if opts.Ready != nil {
+	if opts.Ready != nil && ctx.Err() == nil {
 		opts.Ready(ln.Addr(), ca)
 	}
 	select {
