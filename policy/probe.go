@@ -108,10 +108,12 @@ func (k *compiler) probe(p string, pf *ProbeFile, u *Upstream) (Probe, bool) {
 		// from; borrowing one an app sent earlier would spend the app's
 		// quota (and bill) on detour's checks.
 		refuse("", `probes never use the app's own key, and this upstream only forwards it (auth.from "client"): give it a key of its own (auth.env or auth.file), or remove the probe`)
-	case u.Cloud != nil:
-		// Their model lists are the clouds' own control-plane APIs, and a
-		// completion needs the cloud's signing; neither is built for probes.
-		refuse("", "probes do not support azure-openai, bedrock or vertex upstreams yet: remove the probe (the breaker still learns from the app's traffic)")
+	case u.Cloud != nil && pf.Request != string(ProbeCompletion):
+		// A cloud's model list is not where detour sends requests: Bedrock's
+		// and Vertex's are control-plane APIs with their own permissions, so
+		// a passing list would not say that inference works. A one-token
+		// completion goes the attempts' way, signed as they are.
+		refuse(".request", `azure-openai, bedrock and vertex upstreams are probed with a one-token completion: set "request": "completion" (and "model", or the upstream's models)`)
 	case !k.c.Breaker.Enabled:
 		refuse("", "a probe acts through the circuit breaker, and breaker.enabled is false: turn the breaker on or remove the probe")
 	}
@@ -148,10 +150,10 @@ func (k *compiler) probe(p string, pf *ProbeFile, u *Upstream) (Probe, bool) {
 		refuse(".request", `must be "models" or "completion"; got %q`, pf.Request)
 	}
 	switch u.Shape {
-	case rewrite.OpenAI, rewrite.Anthropic, rewrite.Gemini:
+	case rewrite.OpenAI, rewrite.Anthropic, rewrite.Gemini, rewrite.Bedrock:
 	default:
 		if !u.Static {
-			refuse("", "probes speak openai, anthropic and gemini; this upstream's shape is %q", u.Shape)
+			refuse("", "probes speak openai, anthropic, gemini and bedrock; this upstream's shape is %q", u.Shape)
 		}
 	}
 	return pr, ok

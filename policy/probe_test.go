@@ -70,7 +70,15 @@ func TestProbeRefusals(t *testing.T) {
 	}
 	bedrock := `{"upstreams": {"b": {"shape": "bedrock", "bedrock": {"region": "eu-west-1"}, "models": {"*": "m"}, "probe": {}}},
   "routes": [{"name": "chat", "match": {"host": "api.anthropic.com"}, "chain": ["b"]}]}`
-	if _, err := Compile("policy.json", []byte(bedrock), testOptions()); err == nil || !strings.Contains(err.Error(), "upstreams.b.probe: probes do not support azure-openai, bedrock or vertex") {
-		t.Errorf("bedrock upstream with a probe: error %v; want it refused", err)
+	if _, err := Compile("policy.json", []byte(bedrock), testOptions()); err == nil || !strings.Contains(err.Error(), `upstreams.b.probe.request: azure-openai, bedrock and vertex upstreams are probed with a one-token completion: set "request": "completion"`) {
+		t.Errorf("bedrock upstream with a models probe: error %v; want it refused", err)
+	}
+	completion := strings.Replace(bedrock, `"probe": {}`, `"probe": {"request": "completion"}`, 1)
+	c, err := Compile("policy.json", []byte(completion), testOptions())
+	if err != nil {
+		t.Fatalf("bedrock upstream with a completion probe: %v", err)
+	}
+	if p := c.Upstreams["b"].Probe; p.Request != ProbeCompletion || p.Model != "m" {
+		t.Errorf("bedrock probe %+v; want a completion probe of the models entry's model", p)
 	}
 }

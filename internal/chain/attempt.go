@@ -269,7 +269,7 @@ func (a *attempt) run() step {
 		return a.unbuildable(err)
 	}
 	a.span.Inject(upReq.Header)
-	resp, err := s.r.Transports.forUpstream(u).RoundTrip(upReq)
+	resp, err := s.r.Transports.ForUpstream(u).RoundTrip(upReq)
 	if err != nil {
 		return a.roundTripFailed(err)
 	}

@@ -285,7 +285,7 @@ func (m *Manager) send(ctx context.Context, pol *policy.Compiled, u *policy.Upst
 		o.Err = err
 	} else {
 		var resp *http.Response
-		resp, err = m.opts.Transports.For(u).RoundTrip(req)
+		resp, err = m.opts.Transports.ForUpstream(u).RoundTrip(req)
 		if err == nil {
 			o.Status, o.Header = resp.StatusCode, resp.Header
 			o.Body, err = io.ReadAll(io.LimitReader(resp.Body, maxBody))

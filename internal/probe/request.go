@@ -21,7 +21,9 @@ const userAgent = "detour-probe"
 // newRequest builds u's probe: the model list or a one-token completion, in
 // u's shape, with u's own credential (a key of the policy's, or none) and
 // static headers. It never sees an app's request, so it cannot carry an
-// app's key.
+// app's key. For a cloud upstream it is the request an attempt would make
+// before the cloud round tripper moves it to the cloud's address and
+// signs it (Transports.ForUpstream).
 func newRequest(ctx context.Context, u *policy.Upstream) (*http.Request, error) {
 	target := *u.BaseURL
 	target.RawPath, target.RawQuery = "", ""
@@ -36,6 +38,14 @@ func newRequest(ctx context.Context, u *policy.Upstream) (*http.Request, error) 
 			target.Path += "/v1/messages"
 			doc = map[string]any{"model": u.Probe.Model, "max_tokens": 1,
 				"messages": []any{map[string]any{"role": "user", "content": probeText}}}
+		case rewrite.Bedrock:
+			// Converse, as the chain sends it; the cloud round tripper
+			// escapes the model id (its ':' and '/') and signs the request.
+			target.Path += "/model/" + u.Probe.Model + "/converse"
+			doc = map[string]any{
+				"messages":        []any{map[string]any{"role": "user", "content": []any{map[string]any{"text": probeText}}}},
+				"inferenceConfig": map[string]any{"maxTokens": 1},
+			}
 		case rewrite.Gemini:
 			// URL.String escapes the model as part of the path.
 			target.Path += "/v1beta/models/" + u.Probe.Model + ":generateContent"
