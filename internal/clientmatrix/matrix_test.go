@@ -34,7 +34,7 @@ const roleEnv = "DETOUR_CLIENTMATRIX_ROLE"
 func TestMain(m *testing.M) {
 	switch os.Getenv(roleEnv) {
 	case "":
-		os.Exit(m.Run())
+		testsupport.Main(m)
 	case "go-app":
 		os.Exit(goApp(os.Args[1:]))
 	default:

@@ -155,7 +155,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(serverEnv) == "1" {
 		os.Exit(serverMain())
 	}
-	os.Exit(m.Run())
+	testsupport.Main(m)
 }
 
 // The proof with an unmodified Go program: openai-go with no configuration
