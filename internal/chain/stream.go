@@ -49,10 +49,8 @@ func (a *attempt) streamAnswer(resp *http.Response) step {
 	out := &a.out
 	*out = streamOut{w: s.w, rc: *http.NewResponseController(s.w), rd: rd, keep: s.cacheable}
 	// The first content is flushed at once, whatever follows it: it is
-	// what the app's time to first token measures. It is flushed from
-	// here, not from pump: the first flush writes the response headers,
-	// net/http's deepest path, and pump's frame would sit under it.
-	if !out.put(first) || out.rc.Flush() != nil {
+	// what the app's time to first token measures.
+	if !out.writeFirst(first) {
 		s.rec.Usage, s.rec.CachedInput = a.usage.u, a.usage.cached
 		a.clientGoneAfterCommit()
 		return stepDone
@@ -276,6 +274,8 @@ type streamOut struct {
 	// was already buffered. Events that arrived together leave together,
 	// which saves a syscall (and a chunk) per event on a fast upstream.
 	unflushed bool
+	// first is the commit point's write (writeFirst).
+	first firstWrite
 }
 
 // put writes b without flushing.
