@@ -171,21 +171,32 @@ func (a *attempt) pump(out *streamOut, ended bool) {
 	s, u, conv, rd := a.s, a.u, a.conv, out.rd
 	defer func() { s.rec.Usage, s.rec.CachedInput = a.usage.u, a.usage.cached }()
 	for {
-		if out.unflushed && !rd.EventBuffered() {
+		if !rd.EventBuffered() {
 			// What was held back must not wait behind a read that may
-			// block (the events since then wrote nothing).
-			out.unflushed = false
-			if out.rc.Flush() != nil && !ended {
+			// block.
+			if !out.settle() && !ended {
 				a.clientGoneAfterCommit()
 				return
 			}
 		}
+		if conv == nil && !out.run {
+			// The fast path forwards each event's bytes unchanged: the
+			// events that arrived together are written with one Write,
+			// straight from the reader's buffer.
+			out.run = true
+			rd.Mark()
+		}
 		ev, err := rd.Next()
 		if err != nil {
+			out.endRun()
 			a.streamEnded(out, err, ended)
 			return
 		}
+		inRun := out.run
 		if !terminated(ev.Raw) {
+			// The event is not in the run as it will be written.
+			out.endRunBefore(len(ev.Raw))
+			inRun = false
 			if !wholeEvent(ev) {
 				// Half an event: never forwarded (the app would read it
 				// glued to the error event that follows).
@@ -205,6 +216,10 @@ func (a *attempt) pump(out *streamOut, ended bool) {
 			a.cut(policy.ClassServerError, "upstream in-stream error after the commit point")
 		}
 		a.usage.add(a.wire(), ev.Data)
+		if inRun {
+			// Written with the run (settle).
+			continue
+		}
 		b := conv.event(ev)
 		if conv != nil && ended && kind != rewrite.EventError {
 			// A translated stream closes in the app's own terms once the
@@ -276,6 +291,9 @@ type streamOut struct {
 	unflushed bool
 	// first is the commit point's write (writeFirst).
 	first firstWrite
+	// run: the events read since rd.Mark are not written yet; they are
+	// written together, by settle or endRun.
+	run bool
 }
 
 // put writes b without flushing.
@@ -291,6 +309,40 @@ func (o *streamOut) put(b []byte) bool {
 		}
 	}
 	return true
+}
+
+// settle writes the run of events read since Mark, if any, and flushes
+// what is written but not flushed: before a read that may block. It
+// reports false when the app is gone.
+func (o *streamOut) settle() bool {
+	o.endRun()
+	if !o.unflushed {
+		return true
+	}
+	o.unflushed = false
+	return o.rc.Flush() == nil
+}
+
+// endRun writes the run of events read since Mark, if any, without
+// flushing it, and ends the run: before anything else is written.
+func (o *streamOut) endRun() {
+	o.endRunBefore(0)
+}
+
+// endRunBefore is endRun for a run whose last n bytes are an event that is
+// not to be written with it.
+func (o *streamOut) endRunBefore(n int) {
+	if !o.run {
+		return
+	}
+	b := o.rd.Marked()
+	o.run = false
+	o.rd.Unmark()
+	if len(b) > n {
+		// A failed write fails the flush that follows it too.
+		o.put(b[:len(b)-n])
+		o.unflushed = true
+	}
 }
 
 // write writes b, and flushes it unless the next whole event is already
