@@ -44,6 +44,7 @@ func (a *attempt) streamAnswer(resp *http.Response) step {
 	rd := &a.rd
 	first, ended, st, committed := a.untilCommit(rd, resp)
 	if !committed {
+		a.releaseStream()
 		return st
 	}
 	out := &a.out
@@ -51,11 +52,14 @@ func (a *attempt) streamAnswer(resp *http.Response) step {
 	// The first content is flushed at once, whatever follows it: it is
 	// what the app's time to first token measures.
 	if !out.writeFirst(first) {
+		a.releaseStream()
 		s.rec.Usage, s.rec.CachedInput = a.usage.u, a.usage.cached
 		a.clientGoneAfterCommit()
 		return stepDone
 	}
+	a.releaseHeld()
 	a.pump(out, ended)
+	a.releaseStream()
 	return stepDone
 }
 
@@ -102,7 +106,7 @@ func (a *attempt) untilCommit(rd *sse.Reader, resp *http.Response) (first []byte
 		case rewrite.EventMeta:
 			b := conv.event(ev)
 			if pending == nil {
-				pending = make([]byte, 0, max(firstHeld, 2*len(b)))
+				pending = a.heldBuffer(len(b))
 			}
 			pending = append(pending, b...)
 			a.usage.add(a.wire(), ev.Data)

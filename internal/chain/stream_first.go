@@ -47,3 +47,35 @@ func (o *streamOut) runFirst() {
 	defer func() { f.err = recover() }()
 	f.ok = o.put(f.b) && o.rc.Flush() == nil
 }
+
+// heldBuffers are the buffers of the events a stream holds back until its
+// commit point (untilCommit's pending): needed only until the first write,
+// so one serves stream after stream.
+var heldBuffers = sync.Pool{New: func() any { return new([firstHeld]byte) }}
+
+// heldBuffer returns an empty buffer for the events held back, with room
+// for twice an opening event of n bytes and the first content.
+func (a *attempt) heldBuffer(n int) []byte {
+	if 2*n > firstHeld {
+		return make([]byte, 0, 2*n)
+	}
+	a.held = heldBuffers.Get().(*[firstHeld]byte)
+	return a.held[:0]
+}
+
+// releaseHeld gives back the held-back events' buffer once nothing points
+// into it (the first write is done, or the attempt is over: a failure
+// keeps its own copy).
+func (a *attempt) releaseHeld() {
+	if a.held != nil {
+		heldBuffers.Put(a.held)
+		a.held = nil
+	}
+}
+
+// releaseStream gives back a stream's buffers when its attempt is done
+// with it.
+func (a *attempt) releaseStream() {
+	a.releaseHeld()
+	a.rd.Release()
+}

@@ -380,7 +380,7 @@ func lineEnd(b []byte, off, from int, atEOF bool) (end, next int, ok bool) {
 // pending event is within the size limit.
 func (r *Reader) fill() {
 	if r.buf == nil {
-		r.buf = make([]byte, min(initialBufferSize, r.max+1))
+		r.buf = newBuffer(min(initialBufferSize, r.max+1))
 	}
 	// keep is the first byte to keep: the unconsumed bytes, and before
 	// them a marked run's.
@@ -394,9 +394,10 @@ func (r *Reader) fill() {
 	// that flushes when no whole event is buffered would flush (a write to
 	// its client) once per such sliver.
 	if r.filled && len(r.buf) < burstBufferSize && burstBufferSize <= r.max+1 {
-		nb := make([]byte, burstBufferSize)
+		nb := newBuffer(burstBufferSize)
 		r.w = copy(nb, r.buf[keep:r.w])
 		r.moved(keep)
+		putBuffer(r.buf)
 		r.buf = nb
 	}
 	if r.w == len(r.buf) || keep > 0 && len(r.buf)-r.w < keep {
