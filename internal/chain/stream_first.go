@@ -29,7 +29,10 @@ func (o *streamOut) writeFirst(b []byte) bool {
 	f := &o.first
 	f.b = b
 	f.wg.Add(1)
-	go o.runFirst()
+	// The helper takes o from a channel: a go statement that passed it
+	// would allocate a closure per stream.
+	go takeFirst()
+	firstWrites <- o
 	f.wg.Wait()
 	f.b = nil
 	if f.err != nil {
@@ -40,6 +43,12 @@ func (o *streamOut) writeFirst(b []byte) bool {
 	}
 	return f.ok
 }
+
+// firstWrites hands each helper started by writeFirst the stream it
+// writes for; every helper takes exactly one, whichever it is.
+var firstWrites = make(chan *streamOut)
+
+func takeFirst() { (<-firstWrites).runFirst() }
 
 func (o *streamOut) runFirst() {
 	f := &o.first
