@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/detour-proxy/detour/policy"
@@ -287,17 +288,20 @@ type streamOut struct {
 	rd *sse.Reader
 	// A whole, cleanly ended stream is kept for the response cache (up to
 	// a bound); a cut one never is.
-	keep bool
 	kept []byte
+	keep bool
 	// unflushed: written but not yet flushed because the next whole event
 	// was already buffered. Events that arrived together leave together,
 	// which saves a syscall (and a chunk) per event on a fast upstream.
 	unflushed bool
-	// first is the commit point's write (writeFirst).
-	first firstWrite
 	// run: the events read since rd.Mark are not written yet; they are
 	// written together, by settle or endRun.
 	run bool
+	// The commit point's write (writeFirst): whether it succeeded, its
+	// panic if it panicked, and its end.
+	firstOK    bool
+	firstPanic *any
+	firstDone  sync.WaitGroup
 }
 
 // put writes b without flushing.

@@ -2,10 +2,11 @@ package chain
 
 import "sync"
 
-// firstWrite is the commit point's write: the held-back events and the
-// first content, with the response headers in front of them.
+// writeFirst writes b, the held-back events and the first content, with
+// the response headers in front of them, and flushes it; it reports whether
+// both succeeded.
 //
-// It runs on a goroutine of its own, which the stream's goroutine waits
+// The write runs on a goroutine of its own, which the stream's goroutine waits
 // for. The first flush writes the response headers, net/http's deepest
 // path (chunkWriter.writeHeader alone has a frame of nearly 3 KiB): from
 // under the handler's frames it needs more than the 8 KiB stack a
@@ -16,45 +17,49 @@ import "sync"
 // open for minutes: every open stream kept 16 KiB of stack where 8 KiB
 // would do. The helper's stack is given back when it returns, a few
 // microseconds later, and reused by the next.
-type firstWrite struct {
-	wg  sync.WaitGroup
-	b   []byte
-	ok  bool
-	err any // a panic of the write, raised again on the stream's goroutine
-}
-
-// writeFirst writes b and flushes it, from a goroutine of its own (see
-// firstWrite), and reports whether both succeeded.
+//
+// The helper takes o and the bytes from a channel (a go statement that
+// passed them would allocate a closure per stream), and what it leaves in
+// the stream's streamOut is kept small: streamOut lives in the attempt,
+// which lives in the request's one allocation.
 func (o *streamOut) writeFirst(b []byte) bool {
-	f := &o.first
-	f.b = b
-	f.wg.Add(1)
-	// The helper takes o from a channel: a go statement that passed it
-	// would allocate a closure per stream.
+	o.firstDone.Add(1)
 	go takeFirst()
-	firstWrites <- o
-	f.wg.Wait()
-	f.b = nil
-	if f.err != nil {
+	firstWrites <- firstJob{o, b}
+	o.firstDone.Wait()
+	if p := o.firstPanic; p != nil {
 		// As if the write had panicked here: net/http recovers a
 		// handler's panic (http.ErrAbortHandler among them) only on the
 		// handler's own goroutine.
-		panic(f.err)
+		o.firstPanic = nil
+		panic(*p)
 	}
-	return f.ok
+	return o.firstOK
 }
 
-// firstWrites hands each helper started by writeFirst the stream it
-// writes for; every helper takes exactly one, whichever it is.
-var firstWrites = make(chan *streamOut)
+// firstJob is one commit point's write, handed to its helper.
+type firstJob struct {
+	o *streamOut
+	b []byte
+}
 
-func takeFirst() { (<-firstWrites).runFirst() }
+// firstWrites hands each helper started by writeFirst the write it does;
+// every helper takes exactly one, whichever it is.
+var firstWrites = make(chan firstJob)
 
-func (o *streamOut) runFirst() {
-	f := &o.first
-	defer f.wg.Done()
-	defer func() { f.err = recover() }()
-	f.ok = o.put(f.b) && o.rc.Flush() == nil
+func takeFirst() {
+	j := <-firstWrites
+	j.o.runFirst(j.b)
+}
+
+func (o *streamOut) runFirst(b []byte) {
+	defer o.firstDone.Done()
+	defer func() {
+		if r := recover(); r != nil {
+			o.firstPanic = &r
+		}
+	}()
+	o.firstOK = o.put(b) && o.rc.Flush() == nil
 }
 
 // heldBuffers are the buffers of the events a stream holds back until its

@@ -45,5 +45,5 @@ func (r *Reader) Release() {
 	putBuffer(r.buf)
 	r.buf = nil
 	r.r, r.w = 0, 0
-	r.marked = false
+	r.mark = 0
 }

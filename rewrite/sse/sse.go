@@ -122,9 +122,9 @@ type Reader struct {
 	data  []byte            // joined Data when an event has several data lines
 	names map[string]string // interned event names, so Name costs no allocation
 
-	// mark is where the events since Mark start in buf, while marked.
-	mark   int
-	marked bool
+	// mark is 1 + where the events since Mark start in buf; 0 when no
+	// run is marked (so that a zero Reader has none).
+	mark int
 }
 
 // NewReader returns a Reader that reads events from rd, with the default
@@ -142,7 +142,7 @@ func (r *Reader) Reset(rd io.Reader) {
 	r.err = nil
 	r.started = false
 	r.filled = false
-	r.marked = false
+	r.mark = 0
 	r.data = r.data[:0]
 }
 
@@ -152,21 +152,21 @@ func (r *Reader) Reset(rd io.Reader) {
 // events that arrived together with one Write. While a run is marked the
 // buffer keeps its bytes, so a run should end before a read that may block:
 // EventBuffered says when Next will not read.
-func (r *Reader) Mark() { r.mark, r.marked = r.r, true }
+func (r *Reader) Mark() { r.mark = r.r + 1 }
 
 // Marked returns the raw bytes of the events returned since Mark (nil when
 // no run is marked), which are those events' Raw concatenated. It points
 // into the Reader's buffer and is valid until the next call to Next, Reset
 // or Unmark.
 func (r *Reader) Marked() []byte {
-	if !r.marked {
+	if r.mark == 0 {
 		return nil
 	}
-	return r.buf[r.mark:r.r:r.r]
+	return r.buf[r.mark-1 : r.r : r.r]
 }
 
 // Unmark ends the run Mark started.
-func (r *Reader) Unmark() { r.marked = false }
+func (r *Reader) Unmark() { r.mark = 0 }
 
 // SetMaxEventSize sets the largest event, in raw bytes including its
 // terminating blank line, that Next accepts; larger events make Next return
@@ -385,8 +385,8 @@ func (r *Reader) fill() {
 	// keep is the first byte to keep: the unconsumed bytes, and before
 	// them a marked run's.
 	keep := r.r
-	if r.marked {
-		keep = r.mark
+	if r.mark > 0 {
+		keep = r.mark - 1
 	}
 	// Slide the kept bytes to the front also when the space behind
 	// them is smaller than what was consumed before them: a read into a
@@ -440,7 +440,7 @@ func (r *Reader) fill() {
 // moved to its front.
 func (r *Reader) moved(keep int) {
 	r.r -= keep
-	if r.marked {
+	if r.mark > 0 {
 		r.mark -= keep
 	}
 }
