@@ -56,7 +56,11 @@ func (o *streamOut) runFirst(b []byte) {
 	defer o.firstDone.Done()
 	defer func() {
 		if r := recover(); r != nil {
-			o.firstPanic = &r
+			// A copy on the heap: taking r's address would put r there
+			// on every call.
+			p := new(any)
+			*p = r
+			o.firstPanic = p
 		}
 	}()
 	o.firstOK = o.put(b) && o.rc.Flush() == nil

@@ -91,3 +91,45 @@ func (c *readCounter) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// panicFlusher is a ResponseWriter whose Flush panics, as a handler's
+// writer may with http.ErrAbortHandler.
+type panicFlusher struct{ *httptest.ResponseRecorder }
+
+func (panicFlusher) Flush() { panic(http.ErrAbortHandler) }
+
+// TestStreamFirstFlushPanicsOnTheHandlersGoroutine: a panic of the commit
+// point's write is raised on the goroutine that called Serve, where
+// net/http recovers it, not on the helper that wrote (where it would end
+// the process).
+func TestStreamFirstFlushPanicsOnTheHandlersGoroutine(t *testing.T) {
+	t.Parallel()
+	stream := `data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"hi"}}]}` + "\n\ndata: [DONE]\n\n"
+	rt := rtFunc(func(req *http.Request) (*http.Response, error) {
+		_, _ = io.Copy(io.Discard, req.Body)
+		return &http.Response{StatusCode: 200, Status: "200 OK", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+			Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: io.NopCloser(strings.NewReader(stream)), Request: req}, nil
+	})
+	pol, err := policy.Compile("policy.json", []byte(openaiPolicy([]string{memUpstream("up", "")}, `["up"]`, "")),
+		policy.Options{BaseDir: t.TempDir(), DefaultCADir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &chain.Runner{
+		Policy:     func() *policy.Compiled { return pol },
+		Health:     health.New(),
+		Transports: &chain.Transports{Override: rt},
+		Log:        zerolog.Nop(),
+		Sleep:      func(ctx context.Context, d time.Duration) error { return ctx.Err() },
+	}
+	req := httptest.NewRequest(http.MethodPost, "http://api.openai.com/v1/chat/completions", strings.NewReader(streamBody))
+	req.Header.Set("Authorization", "Bearer sk-app")
+	got := func() (v any) {
+		defer func() { v = recover() }()
+		r.Serve(panicFlusher{httptest.NewRecorder()}, req, chain.Target{Host: "api.openai.com", Mode: "base_url"})
+		return nil
+	}()
+	if got != http.ErrAbortHandler {
+		t.Errorf("Serve's goroutine recovered %v; want http.ErrAbortHandler", got)
+	}
+}
