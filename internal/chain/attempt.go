@@ -136,6 +136,9 @@ type attempt struct {
 	// committed.
 	rd  sse.Reader
 	out streamOut
+	// held is the pooled buffer of the events held back before the
+	// commit point, while one is in use (heldBuffer).
+	held *[firstHeld]byte
 	// dn registers the attempt with the drain while it runs.
 	dn drainNode
 	// span is the attempt's trace span; nil when not traced.

@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/detour-proxy/detour/policy"
@@ -44,20 +45,22 @@ func (a *attempt) streamAnswer(resp *http.Response) step {
 	rd := &a.rd
 	first, ended, st, committed := a.untilCommit(rd, resp)
 	if !committed {
+		a.releaseStream()
 		return st
 	}
 	out := &a.out
 	*out = streamOut{w: s.w, rc: *http.NewResponseController(s.w), rd: rd, keep: s.cacheable}
 	// The first content is flushed at once, whatever follows it: it is
-	// what the app's time to first token measures. It is flushed from
-	// here, not from pump: the first flush writes the response headers,
-	// net/http's deepest path, and pump's frame would sit under it.
-	if !out.put(first) || out.rc.Flush() != nil {
+	// what the app's time to first token measures.
+	if !out.writeFirst(first) {
+		a.releaseStream()
 		s.rec.Usage, s.rec.CachedInput = a.usage.u, a.usage.cached
 		a.clientGoneAfterCommit()
 		return stepDone
 	}
+	a.releaseHeld()
 	a.pump(out, ended)
+	a.releaseStream()
 	return stepDone
 }
 
@@ -104,7 +107,7 @@ func (a *attempt) untilCommit(rd *sse.Reader, resp *http.Response) (first []byte
 		case rewrite.EventMeta:
 			b := conv.event(ev)
 			if pending == nil {
-				pending = make([]byte, 0, max(firstHeld, 2*len(b)))
+				pending = a.heldBuffer(len(b))
 			}
 			pending = append(pending, b...)
 			a.usage.add(a.wire(), ev.Data)
@@ -173,21 +176,32 @@ func (a *attempt) pump(out *streamOut, ended bool) {
 	s, u, conv, rd := a.s, a.u, a.conv, out.rd
 	defer func() { s.rec.Usage, s.rec.CachedInput = a.usage.u, a.usage.cached }()
 	for {
-		if out.unflushed && !rd.EventBuffered() {
+		if !rd.EventBuffered() {
 			// What was held back must not wait behind a read that may
-			// block (the events since then wrote nothing).
-			out.unflushed = false
-			if out.rc.Flush() != nil && !ended {
+			// block.
+			if !out.settle() && !ended {
 				a.clientGoneAfterCommit()
 				return
 			}
 		}
+		if conv == nil && !out.run {
+			// The fast path forwards each event's bytes unchanged: the
+			// events that arrived together are written with one Write,
+			// straight from the reader's buffer.
+			out.run = true
+			rd.Mark()
+		}
 		ev, err := rd.Next()
 		if err != nil {
+			out.endRun()
 			a.streamEnded(out, err, ended)
 			return
 		}
+		inRun := out.run
 		if !terminated(ev.Raw) {
+			// The event is not in the run as it will be written.
+			out.endRunBefore(len(ev.Raw))
+			inRun = false
 			if !wholeEvent(ev) {
 				// Half an event: never forwarded (the app would read it
 				// glued to the error event that follows).
@@ -207,6 +221,10 @@ func (a *attempt) pump(out *streamOut, ended bool) {
 			a.cut(policy.ClassServerError, "upstream in-stream error after the commit point")
 		}
 		a.usage.add(a.wire(), ev.Data)
+		if inRun {
+			// Written with the run (settle).
+			continue
+		}
 		b := conv.event(ev)
 		if conv != nil && ended && kind != rewrite.EventError {
 			// A translated stream closes in the app's own terms once the
@@ -270,12 +288,20 @@ type streamOut struct {
 	rd *sse.Reader
 	// A whole, cleanly ended stream is kept for the response cache (up to
 	// a bound); a cut one never is.
-	keep bool
 	kept []byte
+	keep bool
 	// unflushed: written but not yet flushed because the next whole event
 	// was already buffered. Events that arrived together leave together,
 	// which saves a syscall (and a chunk) per event on a fast upstream.
 	unflushed bool
+	// run: the events read since rd.Mark are not written yet; they are
+	// written together, by settle or endRun.
+	run bool
+	// The commit point's write (writeFirst): whether it succeeded, its
+	// panic if it panicked, and its end.
+	firstOK    bool
+	firstPanic *any
+	firstDone  sync.WaitGroup
 }
 
 // put writes b without flushing.
@@ -291,6 +317,40 @@ func (o *streamOut) put(b []byte) bool {
 		}
 	}
 	return true
+}
+
+// settle writes the run of events read since Mark, if any, and flushes
+// what is written but not flushed: before a read that may block. It
+// reports false when the app is gone.
+func (o *streamOut) settle() bool {
+	o.endRun()
+	if !o.unflushed {
+		return true
+	}
+	o.unflushed = false
+	return o.rc.Flush() == nil
+}
+
+// endRun writes the run of events read since Mark, if any, without
+// flushing it, and ends the run: before anything else is written.
+func (o *streamOut) endRun() {
+	o.endRunBefore(0)
+}
+
+// endRunBefore is endRun for a run whose last n bytes are an event that is
+// not to be written with it.
+func (o *streamOut) endRunBefore(n int) {
+	if !o.run {
+		return
+	}
+	b := o.rd.Marked()
+	o.run = false
+	o.rd.Unmark()
+	if len(b) > n {
+		// A failed write fails the flush that follows it too.
+		o.put(b[:len(b)-n])
+		o.unflushed = true
+	}
 }
 
 // write writes b, and flushes it unless the next whole event is already

@@ -121,6 +121,10 @@ type Reader struct {
 
 	data  []byte            // joined Data when an event has several data lines
 	names map[string]string // interned event names, so Name costs no allocation
+
+	// mark is 1 + where the events since Mark start in buf; 0 when no
+	// run is marked (so that a zero Reader has none).
+	mark int
 }
 
 // NewReader returns a Reader that reads events from rd, with the default
@@ -138,8 +142,31 @@ func (r *Reader) Reset(rd io.Reader) {
 	r.err = nil
 	r.started = false
 	r.filled = false
+	r.mark = 0
 	r.data = r.data[:0]
 }
+
+// Mark starts a run of events: from now on, until Unmark, Marked returns
+// the raw bytes of every event Next has returned since Mark, as one slice.
+// A forwarder that passes events on unchanged can then write a run of
+// events that arrived together with one Write. While a run is marked the
+// buffer keeps its bytes, so a run should end before a read that may block:
+// EventBuffered says when Next will not read.
+func (r *Reader) Mark() { r.mark = r.r + 1 }
+
+// Marked returns the raw bytes of the events returned since Mark (nil when
+// no run is marked), which are those events' Raw concatenated. It points
+// into the Reader's buffer and is valid until the next call to Next, Reset
+// or Unmark.
+func (r *Reader) Marked() []byte {
+	if r.mark == 0 {
+		return nil
+	}
+	return r.buf[r.mark-1 : r.r : r.r]
+}
+
+// Unmark ends the run Mark started.
+func (r *Reader) Unmark() { r.mark = 0 }
 
 // SetMaxEventSize sets the largest event, in raw bytes including its
 // terminating blank line, that Next accepts; larger events make Next return
@@ -353,23 +380,30 @@ func lineEnd(b []byte, off, from int, atEOF bool) (end, next int, ok bool) {
 // pending event is within the size limit.
 func (r *Reader) fill() {
 	if r.buf == nil {
-		r.buf = make([]byte, min(initialBufferSize, r.max+1))
+		r.buf = newBuffer(min(initialBufferSize, r.max+1))
 	}
-	// Slide the unconsumed bytes to the front also when the space behind
+	// keep is the first byte to keep: the unconsumed bytes, and before
+	// them a marked run's.
+	keep := r.r
+	if r.mark > 0 {
+		keep = r.mark - 1
+	}
+	// Slide the kept bytes to the front also when the space behind
 	// them is smaller than what was consumed before them: a read into a
 	// few bytes at the end would return part of an event, and a forwarder
 	// that flushes when no whole event is buffered would flush (a write to
 	// its client) once per such sliver.
 	if r.filled && len(r.buf) < burstBufferSize && burstBufferSize <= r.max+1 {
-		nb := make([]byte, burstBufferSize)
-		r.w = copy(nb, r.buf[r.r:r.w])
-		r.r = 0
+		nb := newBuffer(burstBufferSize)
+		r.w = copy(nb, r.buf[keep:r.w])
+		r.moved(keep)
+		putBuffer(r.buf)
 		r.buf = nb
 	}
-	if r.w == len(r.buf) || r.r > 0 && len(r.buf)-r.w < r.r {
-		if r.r > 0 {
-			r.w = copy(r.buf, r.buf[r.r:r.w])
-			r.r = 0
+	if r.w == len(r.buf) || keep > 0 && len(r.buf)-r.w < keep {
+		if keep > 0 {
+			r.w = copy(r.buf, r.buf[keep:r.w])
+			r.moved(keep)
 		} else {
 			// Grow to hold one byte more than the limit, so that an event
 			// of exactly the limit can be seen with its terminator.
@@ -378,8 +412,7 @@ func (r *Reader) fill() {
 				n = len(r.buf) + initialBufferSize
 			}
 			nb := make([]byte, n)
-			r.w = copy(nb, r.buf[r.r:r.w])
-			r.r = 0
+			r.w = copy(nb, r.buf[:r.w])
 			r.buf = nb
 		}
 	}
@@ -401,6 +434,15 @@ func (r *Reader) fill() {
 		}
 	}
 	r.err = io.ErrNoProgress
+}
+
+// moved adjusts the offsets into buf after the kept bytes, from keep on,
+// moved to its front.
+func (r *Reader) moved(keep int) {
+	r.r -= keep
+	if r.mark > 0 {
+		r.mark -= keep
+	}
 }
 
 // intern returns name as a string without allocating for names seen before.
