@@ -111,6 +111,7 @@ func (a *attempt) untilCommit(rd *sse.Reader, resp *http.Response) (first []byte
 			}
 			pending = append(pending, b...)
 			a.usage.add(a.wire(), ev.Data)
+			a.span.StreamEvent(a.wire(), ev.Data)
 			if len(pending) < maxPending {
 				continue
 			}
@@ -152,6 +153,7 @@ func (a *attempt) untilCommit(rd *sse.Reader, resp *http.Response) (first []byte
 		a.committed = true
 		a.timer.arm(a.readTimeout())
 		a.usage.add(a.wire(), ev.Data)
+		a.span.StreamEvent(a.wire(), ev.Data)
 		// With nothing held back the first content is written from the
 		// reader's memory, before the next read can reuse it.
 		first = conv.event(ev)

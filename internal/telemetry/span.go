@@ -117,6 +117,9 @@ type Attempt struct {
 	span trace.Span
 	op   string
 	req  *Request
+	// model: gen_ai.response.model is set (a stream names it in its
+	// opening events; the later ones are not read for it).
+	model bool
 }
 
 // AttemptStart is what the chain knows of an attempt as it is sent.
@@ -170,10 +173,28 @@ func (a *Attempt) Answer(shape rewrite.Shape, body []byte) {
 	if a == nil || !a.span.IsRecording() {
 		return
 	}
-	if m := responseModel(shape, body); m != "" {
-		a.span.SetAttributes(AttrResponseMod.String(m))
-		a.req.span.SetAttributes(AttrResponseMod.String(m))
+	a.setModel(responseModel(shape, body))
+}
+
+// StreamEvent reads the model that answers from one of a stream's events up
+// to its first content, in shape: OpenAI's chunks and Gemini's carry it at
+// the top, Anthropic's message_start and the Responses API's
+// response.created in the object they open. Once it is found, or when the
+// span is not recorded, an event costs a field test.
+func (a *Attempt) StreamEvent(shape rewrite.Shape, data []byte) {
+	if a == nil || a.model || !a.span.IsRecording() {
+		return
 	}
+	a.setModel(streamModel(shape, data))
+}
+
+func (a *Attempt) setModel(m string) {
+	if m == "" {
+		return
+	}
+	a.model = true
+	a.span.SetAttributes(AttrResponseMod.String(m))
+	a.req.span.SetAttributes(AttrResponseMod.String(m))
 }
 
 // AttemptEnd is how an attempt ended.
@@ -287,4 +308,25 @@ func responseModel(shape rewrite.Shape, body []byte) string {
 		return ""
 	}
 	return f.Model
+}
+
+// streamModel is the model a stream event's data names, or "".
+func streamModel(shape rewrite.Shape, data []byte) string {
+	if shape == rewrite.Gemini {
+		return responseModel(shape, data)
+	}
+	var v struct {
+		Model    string                 `json:"model"`
+		Message  struct{ Model string } `json:"message"`
+		Response struct{ Model string } `json:"response"`
+	}
+	if json.Unmarshal(data, &v) != nil {
+		return ""
+	}
+	for _, m := range []string{v.Model, v.Message.Model, v.Response.Model} {
+		if m != "" {
+			return m
+		}
+	}
+	return ""
 }
