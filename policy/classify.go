@@ -81,6 +81,10 @@ type Verdict struct {
 // error body's type, code and message, never the status alone, because
 // vendors put very different failures behind one status
 // (docs/vendors.md#when-the-status-misleads).
+//
+// A 2xx outcome without InStream is ClassNone only when its Body is one
+// valid JSON object: callers read such an answer without validating it
+// again (rewrite.ExtractAnswerUsage).
 func Classify(o Outcome, now time.Time) Verdict {
 	if o.Timeout != "" {
 		return Verdict{Class: ClassTimeout, Reason: "timeout " + logToken(o.Timeout)}
