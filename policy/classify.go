@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -82,6 +81,10 @@ type Verdict struct {
 // error body's type, code and message, never the status alone, because
 // vendors put very different failures behind one status
 // (docs/vendors.md#when-the-status-misleads).
+//
+// A 2xx outcome without InStream is ClassNone only when its Body is one
+// valid JSON object: callers read such an answer without validating it
+// again (rewrite.ExtractAnswerUsage).
 func Classify(o Outcome, now time.Time) Verdict {
 	if o.Timeout != "" {
 		return Verdict{Class: ClassTimeout, Reason: "timeout " + logToken(o.Timeout)}
@@ -112,9 +115,10 @@ func Classify(o Outcome, now time.Time) Verdict {
 		case len(body) == 0:
 			v.Class, v.Reason = ClassBadResponse, prefix+" empty body"
 			return v
-		case body[0] != '{' || !json.Valid(body):
+		case body[0] != '{' || !rewrite.ValidJSON(body):
 			// An HTML page from a proxy or captive portal, or JSON cut off
-			// mid-body.
+			// mid-body. (rewrite.ValidJSON is json.Valid's verdict at a
+			// fraction of its cost: every answer is checked.)
 			v.Class, v.Reason = ClassBadResponse, prefix+" not json"
 			return v
 		}

@@ -46,6 +46,11 @@ type Options struct {
 	BuiltinPolicy []byte
 	// Stderr receives the log.
 	Stderr io.Writer
+	// BatchLog, when Stderr is a file, writes the requests' log lines to
+	// it in batches, each line at most a few milliseconds late (see
+	// logbatch.go): `detour serve`, whose log is nothing but a stream to
+	// read. Other lines are written at once, in order.
+	BatchLog bool
 	// Listener, when set, is used instead of listening on the policy's
 	// listen address (tests; `detour run`).
 	Listener net.Listener
@@ -111,6 +116,14 @@ func Serve(ctx context.Context, opts Options) error {
 		return err
 	}
 	logger := NewLogger(opts.Stderr, pol.LogLevel)
+	requestLogger := logger
+	if f, ok := opts.Stderr.(*os.File); ok && opts.BatchLog {
+		// The requests' lines are written in batches (logbatch.go); the
+		// rest at once. Deferred first, so that it runs last.
+		batch := newLogBatch(f)
+		defer batch.Close()
+		logger, requestLogger = NewLogger(batch.Direct(), pol.LogLevel), NewLogger(batch, pol.LogLevel)
+	}
 	for _, w := range pol.ListenWarnings() {
 		logger.Warn().Str("component", "listen").Msg(w)
 	}
@@ -192,7 +205,7 @@ func Serve(ctx context.Context, opts Options) error {
 		Policy:     store.Load,
 		Health:     hr,
 		Transports: transports,
-		Log:        logger,
+		Log:        requestLogger,
 		OnRecord:   onRecord,
 		Now:        opts.Now,
 		Rand:       opts.Rand,

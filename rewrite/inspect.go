@@ -469,6 +469,12 @@ func ExtractUsage(shape Shape, data []byte) (u Usage, ok bool) {
 // not a well-formed JSON object.
 func usageMembers(shape Shape, data []byte) (usage, message []byte, ok bool) {
 	it, isContainer := jsonscan.Scan(data)
+	return usageMembersOf(shape, &it, isContainer)
+}
+
+// usageMembersOf is usageMembers over a walk already started: a validating
+// one (Scan), or one over data known to be valid (Object).
+func usageMembersOf(shape Shape, it *jsonscan.Iter, isContainer bool) (usage, message []byte, ok bool) {
 	if !isContainer || !it.IsObject() {
 		return nil, nil, false
 	}

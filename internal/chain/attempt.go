@@ -342,7 +342,7 @@ func (a *attempt) errorAnswer(resp *http.Response) step {
 // answers the app with it.
 func (a *attempt) wholeAnswer(resp *http.Response) step {
 	s, u, conv := a.s, a.u, a.conv
-	full, err := readAnswer(&a.body, resp.ContentLength)
+	full, buf, err := readPooledAnswer(&a.body, resp.ContentLength)
 	if err != nil {
 		if st, over := a.interrupted(resp.StatusCode, "while reading the answer"); over {
 			return st
@@ -408,7 +408,7 @@ func (a *attempt) wholeAnswer(resp *http.Response) step {
 	}
 	if w := a.wire(); w == u.Shape {
 		// One scan for both.
-		use, ok, cached, _ := rewrite.ExtractUsageAndCached(w, usageBody)
+		use, ok, cached, _ := rewrite.ExtractAnswerUsage(w, usageBody) // classify found it valid
 		if ok {
 			s.rec.Usage = use
 		}
@@ -419,6 +419,7 @@ func (a *attempt) wholeAnswer(resp *http.Response) step {
 		}
 		s.rec.CachedInput, _ = rewrite.ExtractCachedInput(u.Shape, usageBody)
 	}
+	buf.release() // the answer is written, stored (a copy) and read
 	return stepDone
 }
 

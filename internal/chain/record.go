@@ -213,30 +213,16 @@ func (r *Record) Log(l zerolog.Logger) {
 	if ev == nil { // level disabled
 		return
 	}
-	attempts := zerolog.Arr()
-	for _, a := range r.Attempts {
-		d := zerolog.Dict().
-			Str("upstream", a.Upstream).
-			Str("model", a.Model).
-			Int("status", a.Status).
-			Str("class", a.Class).
-			Str("outcome", a.Outcome).
-			Float64("ms", ms(a.Duration)).
-			Int("retry", a.Retry)
-		if a.Reason != "" {
-			d = d.Str("reason", a.Reason)
-		}
-		if a.Hedge {
-			d = d.Bool("hedge", true)
-		}
-		if a.Translated {
-			d = d.Bool("translated", true)
-			if len(a.Notes) > 0 {
-				d = d.Strs("notes", a.Notes)
-			}
-		}
-		attempts = attempts.Dict(d)
-	}
+	// The attempts, the usage and the durations are encoded by logjson.go,
+	// in the bytes zerolog's Arr, Dict and Float64 would write.
+	bp := logBufs.Get().(*[]byte)
+	raw := appendAttempts((*bp)[:0], r.Attempts)
+	nAttempts := len(raw)
+	raw = appendMS(raw, r.TTFB)
+	nTTFB := len(raw)
+	raw = appendMS(raw, r.Total)
+	nTotal := len(raw)
+	raw = appendUsage(raw, r.Usage.Input, r.Usage.Output)
 	reasons := r.Reasons
 	if reasons == nil {
 		reasons = []string{}
@@ -252,13 +238,13 @@ func (r *Record) Log(l zerolog.Logger) {
 		Strs("reasons", reasons).
 		Bool("stream", r.Stream).
 		Str("model", r.Model).
-		Array("attempts", attempts).
+		RawJSON("attempts", raw[:nAttempts]).
 		Str("answered_by", r.AnsweredBy).
 		Int("status", r.Status).
 		Str("error", r.Error).
-		Float64("ttfb_ms", ms(r.TTFB)).
-		Float64("total_ms", ms(r.Total)).
-		Dict("usage", zerolog.Dict().Int64("input", r.Usage.Input).Int64("output", r.Usage.Output)).
+		RawJSON("ttfb_ms", raw[nAttempts:nTTFB]).
+		RawJSON("total_ms", raw[nTTFB:nTotal]).
+		RawJSON("usage", raw[nTotal:]).
 		Str("cache", r.Cache).
 		Float64("cost_usd", r.CostUSD).
 		Str("priority", r.Priority)
@@ -269,6 +255,8 @@ func (r *Record) Log(l zerolog.Logger) {
 		ev = ev.Dict("selection", r.Selection.dict())
 	}
 	ev.Msg("request")
+	*bp = raw[:0]
+	logBufs.Put(bp)
 }
 
 func ms(d time.Duration) float64 {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 
 	"github.com/detour-proxy/detour/policy"
 	"github.com/detour-proxy/detour/rewrite"
@@ -134,7 +135,12 @@ func readAnswer(r io.Reader, n int64) ([]byte, error) {
 	if n < 0 || n > maxResponseBody {
 		return io.ReadAll(io.LimitReader(r, maxResponseBody))
 	}
-	b := make([]byte, 0, int(n)+bytes.MinRead)
+	return readDeclared(make([]byte, 0, int(n)+bytes.MinRead), r)
+}
+
+// readDeclared is readAnswer's loop for an answer of known length, into b
+// (empty, with room for the declared length and bytes.MinRead more).
+func readDeclared(b []byte, r io.Reader) ([]byte, error) {
 	for len(b) < maxResponseBody {
 		if len(b) == cap(b) {
 			b = append(b, 0)[:len(b)] // more than declared: grow
@@ -149,6 +155,61 @@ func readAnswer(r io.Reader, n int64) ([]byte, error) {
 		}
 	}
 	return b, nil
+}
+
+// readPooledAnswer is readAnswer into a buffer from answerPools when the
+// answer declares a length that fits one. The buffer is buf's; the caller
+// gives it back with buf.release once nothing refers to the answer any
+// more (an answer written to the app and read for its usage: a failure
+// keeps its body, and then its buffer is simply not given back). buf is
+// nil when the answer was read into memory of its own.
+//
+// Every non-stream answer is read whole before it is written, and at a
+// few kilobytes each its buffer was the largest allocation of a request,
+// which the collector then had to catch up with.
+func readPooledAnswer(r io.Reader, n int64) (answer []byte, buf *answerBuf, err error) {
+	size := n + bytes.MinRead
+	if n < 0 || size > answerClasses[len(answerClasses)-1] {
+		answer, err = readAnswer(r, n)
+		return answer, nil, err
+	}
+	buf = getAnswerBuf(int(size))
+	answer, err = readDeclared(buf.b[:0], r)
+	return answer, buf, err
+}
+
+// answerBuf is a pooled answer buffer (a pointer, so that putting it back
+// allocates nothing).
+type answerBuf struct {
+	b     []byte
+	class int
+}
+
+// answerClasses are the sizes of the pooled answer buffers; a larger
+// answer gets memory of its own.
+var answerClasses = [...]int64{2 << 10, 4 << 10, 8 << 10, 16 << 10, 32 << 10, 64 << 10}
+
+var answerPools [len(answerClasses)]sync.Pool
+
+// getAnswerBuf returns a buffer of at least size bytes (at most the
+// largest class).
+func getAnswerBuf(size int) *answerBuf {
+	c := 0
+	for int64(size) > answerClasses[c] {
+		c++
+	}
+	if v, ok := answerPools[c].Get().(*answerBuf); ok {
+		return v
+	}
+	return &answerBuf{b: make([]byte, answerClasses[c]), class: c}
+}
+
+// release gives the buffer back; nil does nothing. Nothing may use the
+// answer read into it afterwards.
+func (a *answerBuf) release() {
+	if a != nil {
+		answerPools[a.class].Put(a)
+	}
 }
 
 // copyClientCredential puts back the app's own credential for an upstream of

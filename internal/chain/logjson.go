@@ -1,0 +1,199 @@
+package chain
+
+import (
+	"math"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// The canonical log line's attempts, usage and durations are encoded here
+// and handed to zerolog as raw JSON, in exactly the bytes zerolog's own
+// Dict, Arr and Float64 would write (logjson_test.go holds them to the
+// zerolog-built line): built field by field, each attempt's dictionary and
+// the array are events of their own, copied into the line, and every
+// duration is formatted by the shortest-float algorithm, which together
+// cost more than the rest of the line.
+
+// logBufs pools the buffers the raw parts are built in.
+var logBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// appendAttempts is zerolog's encoding of the attempts array Record.Log
+// writes: one dictionary per attempt, its fields in the line's order.
+func appendAttempts(dst []byte, attempts []AttemptRecord) []byte {
+	dst = append(dst, '[')
+	for i := range attempts {
+		a := &attempts[i]
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"upstream":`...)
+		dst = appendLogString(dst, a.Upstream)
+		dst = append(dst, `,"model":`...)
+		dst = appendLogString(dst, a.Model)
+		dst = append(dst, `,"status":`...)
+		dst = strconv.AppendInt(dst, int64(a.Status), 10)
+		dst = append(dst, `,"class":`...)
+		dst = appendLogString(dst, a.Class)
+		dst = append(dst, `,"outcome":`...)
+		dst = appendLogString(dst, a.Outcome)
+		dst = append(dst, `,"ms":`...)
+		dst = appendMS(dst, a.Duration)
+		dst = append(dst, `,"retry":`...)
+		dst = strconv.AppendInt(dst, int64(a.Retry), 10)
+		if a.Reason != "" {
+			dst = append(dst, `,"reason":`...)
+			dst = appendLogString(dst, a.Reason)
+		}
+		if a.Hedge {
+			dst = append(dst, `,"hedge":true`...)
+		}
+		if a.Translated {
+			dst = append(dst, `,"translated":true`...)
+			if len(a.Notes) > 0 {
+				dst = append(dst, `,"notes":[`...)
+				for j, n := range a.Notes {
+					if j > 0 {
+						dst = append(dst, ',')
+					}
+					dst = appendLogString(dst, n)
+				}
+				dst = append(dst, ']')
+			}
+		}
+		dst = append(dst, '}')
+	}
+	return append(dst, ']')
+}
+
+// appendUsage is zerolog's encoding of the line's usage dictionary.
+func appendUsage(dst []byte, input, output int64) []byte {
+	dst = append(dst, `{"input":`...)
+	dst = strconv.AppendInt(dst, input, 10)
+	dst = append(dst, `,"output":`...)
+	dst = strconv.AppendInt(dst, output, 10)
+	return append(dst, '}')
+}
+
+// maxExactMS bounds the durations appendMS formats itself: below it a
+// float64 of whole microseconds over 1000 is so much finer than 0.001 that
+// the shortest decimal that reads back as it is the three-decimal one,
+// trailing zeros dropped (any other decimal with as few digits is at least
+// 0.001 away). About 35 years; anything longer, or negative, goes the
+// float's way.
+const maxExactMS = 1 << 40
+
+// appendMS is zerolog's Float64 of ms(d): the duration in milliseconds
+// with microsecond resolution, as the shortest decimal that reads back as
+// the same float64.
+func appendMS(dst []byte, d time.Duration) []byte {
+	us := d.Microseconds()
+	if us < 0 || us >= maxExactMS {
+		return appendLogFloat(dst, ms(d))
+	}
+	dst = strconv.AppendInt(dst, us/1000, 10)
+	frac := us % 1000
+	if frac == 0 {
+		return dst
+	}
+	digits := [3]byte{byte('0' + frac/100), byte('0' + frac/10%10), byte('0' + frac%10)}
+	n := 3
+	for digits[n-1] == '0' {
+		n--
+	}
+	dst = append(dst, '.')
+	return append(dst, digits[:n]...)
+}
+
+// appendLogFloat is zerolog's encoding of a float64 field (at its default
+// precision, -1): NaN and infinities as strings, the exponent form below
+// 1e-6 and from 1e21 on, with one exponent digit where one is enough.
+func appendLogFloat(dst []byte, v float64) []byte {
+	switch {
+	case math.IsNaN(v):
+		return append(dst, `"NaN"`...)
+	case math.IsInf(v, 1):
+		return append(dst, `"+Inf"`...)
+	case math.IsInf(v, -1):
+		return append(dst, `"-Inf"`...)
+	}
+	format := byte('f')
+	if abs := math.Abs(v); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	dst = strconv.AppendFloat(dst, v, format, -1, 64)
+	if n := len(dst); format == 'e' && n >= 4 && dst[n-4] == 'e' && dst[n-3] == '-' && dst[n-2] == '0' {
+		// e-09 to e-9
+		dst[n-2] = dst[n-1]
+		dst = dst[:n-1]
+	}
+	return dst
+}
+
+// logPlainByte marks the bytes zerolog writes as they are inside a
+// string: printable ASCII but the quote and the backslash.
+var logPlainByte = func() (t [256]bool) {
+	for c := 0x20; c < 0x7f; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// appendLogString is zerolog's encoding of a string: the quote, the
+// backslash and the control bytes escaped (\b \f \n \r \t, else \u00XX,
+// DEL included), valid UTF-8 as it is, each invalid byte as \ufffd.
+func appendLogString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	i := 0
+	for i < len(s) && logPlainByte[s[i]] {
+		i++
+	}
+	if i == len(s) {
+		dst = append(dst, s...)
+		return append(dst, '"')
+	}
+	dst = append(dst, s[:i]...)
+	start := i
+	for i < len(s) {
+		b := s[i]
+		if b >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				dst = append(dst, s[start:i]...)
+				dst = append(dst, `\ufffd`...)
+				i++
+				start = i
+				continue
+			}
+			i += size
+			continue
+		}
+		if logPlainByte[b] {
+			i++
+			continue
+		}
+		dst = append(dst, s[start:i]...)
+		switch b {
+		case '"', '\\':
+			dst = append(dst, '\\', b)
+		case '\b':
+			dst = append(dst, '\\', 'b')
+		case '\f':
+			dst = append(dst, '\\', 'f')
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		default:
+			const hex = "0123456789abcdef"
+			dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xF])
+		}
+		i++
+		start = i
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
