@@ -10,3 +10,11 @@ import "github.com/detour-proxy/detour/rewrite/internal/jsonscan"
 // where encoding/json's state machine cost more than anything else the
 // chain does to an answer.
 func ValidJSON(b []byte) bool { return jsonscan.Valid(b) == nil }
+
+// AppendLogString appends s to dst as zerolog writes a string value (the
+// Zerolog dialect of detour's one string escaper): the chain encodes the
+// repeated parts of its log line itself and hands them to zerolog as raw
+// JSON, which must be the bytes zerolog would have written.
+func AppendLogString(dst []byte, s string) []byte {
+	return jsonscan.AppendStringIn(dst, s, jsonscan.Zerolog)
+}

@@ -5,7 +5,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
-	"unicode/utf8"
+
+	"github.com/detour-proxy/detour/rewrite"
 )
 
 // The canonical log line's attempts, usage and durations are encoded here
@@ -29,22 +30,22 @@ func appendAttempts(dst []byte, attempts []AttemptRecord) []byte {
 			dst = append(dst, ',')
 		}
 		dst = append(dst, `{"upstream":`...)
-		dst = appendLogString(dst, a.Upstream)
+		dst = rewrite.AppendLogString(dst, a.Upstream)
 		dst = append(dst, `,"model":`...)
-		dst = appendLogString(dst, a.Model)
+		dst = rewrite.AppendLogString(dst, a.Model)
 		dst = append(dst, `,"status":`...)
 		dst = strconv.AppendInt(dst, int64(a.Status), 10)
 		dst = append(dst, `,"class":`...)
-		dst = appendLogString(dst, a.Class)
+		dst = rewrite.AppendLogString(dst, a.Class)
 		dst = append(dst, `,"outcome":`...)
-		dst = appendLogString(dst, a.Outcome)
+		dst = rewrite.AppendLogString(dst, a.Outcome)
 		dst = append(dst, `,"ms":`...)
 		dst = appendMS(dst, a.Duration)
 		dst = append(dst, `,"retry":`...)
 		dst = strconv.AppendInt(dst, int64(a.Retry), 10)
 		if a.Reason != "" {
 			dst = append(dst, `,"reason":`...)
-			dst = appendLogString(dst, a.Reason)
+			dst = rewrite.AppendLogString(dst, a.Reason)
 		}
 		if a.Hedge {
 			dst = append(dst, `,"hedge":true`...)
@@ -57,7 +58,7 @@ func appendAttempts(dst []byte, attempts []AttemptRecord) []byte {
 					if j > 0 {
 						dst = append(dst, ',')
 					}
-					dst = appendLogString(dst, n)
+					dst = rewrite.AppendLogString(dst, n)
 				}
 				dst = append(dst, ']')
 			}
@@ -129,71 +130,4 @@ func appendLogFloat(dst []byte, v float64) []byte {
 		dst = dst[:n-1]
 	}
 	return dst
-}
-
-// logPlainByte marks the bytes zerolog writes as they are inside a
-// string: printable ASCII but the quote and the backslash.
-var logPlainByte = func() (t [256]bool) {
-	for c := 0x20; c < 0x7f; c++ {
-		t[c] = c != '"' && c != '\\'
-	}
-	return t
-}()
-
-// appendLogString is zerolog's encoding of a string: the quote, the
-// backslash and the control bytes escaped (\b \f \n \r \t, else \u00XX,
-// DEL included), valid UTF-8 as it is, each invalid byte as \ufffd.
-func appendLogString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	i := 0
-	for i < len(s) && logPlainByte[s[i]] {
-		i++
-	}
-	if i == len(s) {
-		dst = append(dst, s...)
-		return append(dst, '"')
-	}
-	dst = append(dst, s[:i]...)
-	start := i
-	for i < len(s) {
-		b := s[i]
-		if b >= utf8.RuneSelf {
-			r, size := utf8.DecodeRuneInString(s[i:])
-			if r == utf8.RuneError && size == 1 {
-				dst = append(dst, s[start:i]...)
-				dst = append(dst, `\ufffd`...)
-				i++
-				start = i
-				continue
-			}
-			i += size
-			continue
-		}
-		if logPlainByte[b] {
-			i++
-			continue
-		}
-		dst = append(dst, s[start:i]...)
-		switch b {
-		case '"', '\\':
-			dst = append(dst, '\\', b)
-		case '\b':
-			dst = append(dst, '\\', 'b')
-		case '\f':
-			dst = append(dst, '\\', 'f')
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		default:
-			const hex = "0123456789abcdef"
-			dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xF])
-		}
-		i++
-		start = i
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }

@@ -194,7 +194,7 @@ func TestLogLineBytes(t *testing.T) {
 
 // TestAppendMSMatchesZerolog holds appendMS to zerolog's Float64 of ms(d)
 // on whole ranges of durations around every digit boundary, and
-// appendLogString to zerolog's Str on every byte.
+// rewrite.AppendLogString to zerolog's Str on every byte.
 func TestAppendMSMatchesZerolog(t *testing.T) {
 	t.Parallel()
 	var b bytes.Buffer
@@ -221,8 +221,17 @@ func TestAppendMSMatchesZerolog(t *testing.T) {
 		b.Reset()
 		l.Log().Str("x", s).Send()
 		want := strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(b.String()), `{"x":`), "}")
-		if got := string(appendLogString(nil, s)); got != want {
-			t.Fatalf("appendLogString(%q) = %s; zerolog writes %s", s, got, want)
+		if got := string(rewrite.AppendLogString(nil, s)); got != want {
+			t.Fatalf("rewrite.AppendLogString(%q) = %s; zerolog writes %s", s, got, want)
+		}
+	}
+	// Where zerolog and encoding/json part ways: the line separators.
+	for _, s := range []string{"a\u2028b\u2029c", "\u00e9\u4e16\U0001F600"} {
+		b.Reset()
+		l.Log().Str("x", s).Send()
+		want := strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(b.String()), `{"x":`), "}")
+		if got := string(rewrite.AppendLogString(nil, s)); got != want {
+			t.Fatalf("rewrite.AppendLogString(%q) = %s; zerolog writes %s", s, got, want)
 		}
 	}
 }

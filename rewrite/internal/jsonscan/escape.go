@@ -13,13 +13,36 @@ import "unicode/utf8"
 // and the cache key's canonical form is defined as encoding/json's, so
 // both produce the same bytes for the same text.
 func AppendString[S ~string | ~[]byte](dst []byte, s S) []byte {
+	return AppendStringIn(dst, s, Encoding)
+}
+
+// Dialect is one of the two ways detour writes a JSON string. They differ
+// in two characters only, which is why one escaper serves both.
+type Dialect uint8
+
+const (
+	// Encoding is encoding/json's with SetEscapeHTML(false), as
+	// AppendString documents: U+2028 and U+2029 escaped, DEL as it is.
+	Encoding Dialect = iota
+	// Zerolog is how zerolog writes a string value: DEL escaped as
+	// \u007f, U+2028 and U+2029 as they are. The chain encodes parts of
+	// its log line itself and must write the bytes zerolog would have.
+	Zerolog
+)
+
+// AppendStringIn is AppendString in dialect d.
+func AppendStringIn[S ~string | ~[]byte](dst []byte, s S, d Dialect) []byte {
 	const hex = "0123456789abcdef"
+	escaped := &escapedASCII
+	if d == Zerolog {
+		escaped = &escapedZerolog
+	}
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if !escapedASCII[c] {
+			if !escaped[c] {
 				i++
 				continue
 			}
@@ -49,7 +72,7 @@ func AppendString[S ~string | ~[]byte](dst []byte, s S) []byte {
 		case r == utf8.RuneError && size == 1:
 			dst = append(dst, s[start:i]...)
 			dst = append(dst, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
+		case (r == '\u2028' || r == '\u2029') && d == Encoding:
 			dst = append(dst, s[start:i]...)
 			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xf])
 		default:
@@ -107,5 +130,12 @@ var escapedASCII = func() (t [utf8.RuneSelf]bool) {
 		t[c] = true
 	}
 	t['"'], t['\\'] = true, true
+	return t
+}()
+
+// escapedZerolog marks the ASCII bytes the Zerolog dialect escapes.
+var escapedZerolog = func() (t [utf8.RuneSelf]bool) {
+	t = escapedASCII
+	t[0x7f] = true
 	return t
 }()
