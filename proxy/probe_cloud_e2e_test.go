@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -162,12 +161,7 @@ func TestVertexUpstreamsAreProbed(t *testing.T) {
 			inner := map[rewrite.Shape]*fv.Vendor{rewrite.Gemini: vx.Gemini, rewrite.Anthropic: vx.Anthropic}[pub]
 			inner.Script(fv.Fault{Kind: fv.Status, Status: 503, Class: fv.ClassOverloaded})
 			url, ca := cloudServer(t, vx)
-			tokenSrv := httptest.NewServer(vx)
-			t.Cleanup(tokenSrv.Close)
-			saFile := filepath.Join(t.TempDir(), "sa.json")
-			if err := os.WriteFile(saFile, fv.ServiceAccountJSON(email, "proj-1", tokenSrv.URL+"/token", key), 0o600); err != nil {
-				t.Fatal(err)
-			}
+			saFile := serviceAccountFile(t, vx, email, key)
 			model := map[rewrite.Shape]string{rewrite.Gemini: "gemini-2.5-flash", rewrite.Anthropic: "claude-sonnet-4-5@20250929"}[pub]
 			h := detourtest.Start(t, cloudPolicy(pub, primary, fmt.Sprintf(
 				`{"shape": %q, "base_url": %q, "ca_file": %q, "models": {"*": %q}, %s,
