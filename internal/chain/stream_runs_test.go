@@ -27,20 +27,11 @@ func (w *writeCounter) Write(p []byte) (int, error) {
 	return w.ResponseRecorder.Write(p)
 }
 
-// TestStreamBurstIsOneWrite: the events of an untranslated stream that
-// arrived together reach the app with one Write after the commit point's
-// (each Write of a burst became an HTTP chunk of its own once net/http's
-// 2 KiB buffer was full), byte for byte as the upstream sent them.
-func TestStreamBurstIsOneWrite(t *testing.T) {
-	t.Parallel()
-	var up strings.Builder
-	up.WriteString(`data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}` + "\n\n")
-	for range 40 {
-		up.WriteString(`data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"word "}}]}` + "\n\n")
-	}
-	up.WriteString(`data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\ndata: [DONE]\n\n")
-	stream := up.String()
-	body := &readCounter{r: strings.NewReader(stream)}
+// serveStreamFrom serves one streamed chat request in base-URL mode to w
+// through a chain of one in-memory OpenAI upstream whose answer is a 200
+// event stream read from body.
+func serveStreamFrom(t *testing.T, body io.Reader, w http.ResponseWriter) {
+	t.Helper()
 	rt := rtFunc(func(req *http.Request) (*http.Response, error) {
 		_, _ = io.Copy(io.Discard, req.Body)
 		return &http.Response{StatusCode: 200, Status: "200 OK", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
@@ -60,8 +51,25 @@ func TestStreamBurstIsOneWrite(t *testing.T) {
 	}
 	req := httptest.NewRequest(http.MethodPost, "http://api.openai.com/v1/chat/completions", strings.NewReader(streamBody))
 	req.Header.Set("Authorization", "Bearer sk-app")
-	w := &writeCounter{ResponseRecorder: httptest.NewRecorder()}
 	r.Serve(w, req, chain.Target{Host: "api.openai.com", Mode: "base_url"})
+}
+
+// TestStreamBurstIsOneWrite: the events of an untranslated stream that
+// arrived together reach the app with one Write after the commit point's
+// (each Write of a burst became an HTTP chunk of its own once net/http's
+// 2 KiB buffer was full), byte for byte as the upstream sent them.
+func TestStreamBurstIsOneWrite(t *testing.T) {
+	t.Parallel()
+	var up strings.Builder
+	up.WriteString(`data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}` + "\n\n")
+	for range 40 {
+		up.WriteString(`data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"word "}}]}` + "\n\n")
+	}
+	up.WriteString(`data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\ndata: [DONE]\n\n")
+	stream := up.String()
+	body := &readCounter{r: strings.NewReader(stream)}
+	w := &writeCounter{ResponseRecorder: httptest.NewRecorder()}
+	serveStreamFrom(t, body, w)
 	if w.Code != 200 {
 		t.Fatalf("status %d: %s", w.Code, w.Body)
 	}
@@ -105,28 +113,9 @@ func (panicFlusher) Flush() { panic(http.ErrAbortHandler) }
 func TestStreamFirstFlushPanicsOnTheHandlersGoroutine(t *testing.T) {
 	t.Parallel()
 	stream := `data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"hi"}}]}` + "\n\ndata: [DONE]\n\n"
-	rt := rtFunc(func(req *http.Request) (*http.Response, error) {
-		_, _ = io.Copy(io.Discard, req.Body)
-		return &http.Response{StatusCode: 200, Status: "200 OK", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-			Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: io.NopCloser(strings.NewReader(stream)), Request: req}, nil
-	})
-	pol, err := policy.Compile("policy.json", []byte(openaiPolicy([]string{memUpstream("up", "")}, `["up"]`, "")),
-		policy.Options{BaseDir: t.TempDir(), DefaultCADir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &chain.Runner{
-		Policy:     func() *policy.Compiled { return pol },
-		Health:     health.New(),
-		Transports: &chain.Transports{Override: rt},
-		Log:        zerolog.Nop(),
-		Sleep:      func(ctx context.Context, d time.Duration) error { return ctx.Err() },
-	}
-	req := httptest.NewRequest(http.MethodPost, "http://api.openai.com/v1/chat/completions", strings.NewReader(streamBody))
-	req.Header.Set("Authorization", "Bearer sk-app")
 	got := func() (v any) {
 		defer func() { v = recover() }()
-		r.Serve(panicFlusher{httptest.NewRecorder()}, req, chain.Target{Host: "api.openai.com", Mode: "base_url"})
+		serveStreamFrom(t, strings.NewReader(stream), panicFlusher{httptest.NewRecorder()})
 		return nil
 	}()
 	if got != http.ErrAbortHandler {
