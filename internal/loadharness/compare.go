@@ -38,6 +38,7 @@ type compareConfig struct {
 	rounds       int           // c=1 latency rounds (one request per variant each)
 	rpsFor       time.Duration // length of one rps run; each level runs twice per proxy
 	streamRounds int           // 200-event streams per variant
+	streamWarm   bool          // a JSON call through the same proxy right before each stream (diagnostic)
 	events       int           // content events per stream
 	eventGap     time.Duration // the vendor's pause between stream events
 	streams      int           // streams held open for the RSS figure
@@ -82,6 +83,7 @@ func compare(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.rounds, "rounds", 2000, "c=1 latency rounds")
 	fs.DurationVar(&cfg.rpsFor, "rps-for", 2*time.Second, "length of one rps run (two per level and proxy)")
 	fs.IntVar(&cfg.streamRounds, "stream-rounds", 100, "200-event streams per variant")
+	fs.BoolVar(&cfg.streamWarm, "stream-warm", false, "diagnostic, not for the README: call each proxy once, unstreamed, right before each of its streams, so that it serves the stream warm")
 	fs.IntVar(&cfg.events, "events", 200, "content events per stream")
 	fs.DurationVar(&cfg.eventGap, "event-gap", 200*time.Microsecond, "the vendor's pause between stream events")
 	fs.IntVar(&cfg.streams, "streams", 1000, "streams held open for the RSS figure")
@@ -128,7 +130,7 @@ func compare(args []string, stdout, stderr io.Writer) error {
 
 	words := strings.TrimSpace(strings.Repeat("word ", cfg.events))
 	vendor := fakevendor.New(rewrite.OpenAI, fakevendor.Options{Name: "compare", Text: words, Chunks: cfg.events, EventDelay: cfg.eventGap})
-	sends := &sendLog{m: map[string][]time.Time{}, entered: map[string]time.Time{}}
+	sends := &sendLog{m: map[string][]time.Time{}, entered: map[string]time.Time{}, remote: map[string]string{}}
 	vsrv := httptest.NewServer(sends.wrap(vendor))
 	defer vsrv.Close()
 
@@ -195,7 +197,7 @@ func compare(args []string, stdout, stderr io.Writer) error {
 	}
 	if run("stream") {
 		fmt.Fprintf(stderr, "compare: time to first token, %d-event streams\n", cfg.events)
-		if err := streamPhase(cfg, direct, vs, res, sends); err != nil {
+		if err := streamPhase(cfg, direct, vs, res, sends, stderr); err != nil {
 			return err
 		}
 		vendor.Reset()
@@ -261,6 +263,7 @@ type sendLog struct {
 	mu      sync.Mutex
 	m       map[string][]time.Time
 	entered map[string]time.Time
+	remote  map[string]string // the vendor connection's remote address
 }
 
 func (l *sendLog) wrap(h http.Handler) http.Handler {
@@ -273,6 +276,7 @@ func (l *sendLog) wrap(h http.Handler) http.Handler {
 		tw := &timedWriter{ResponseWriter: w}
 		l.mu.Lock()
 		l.entered[id] = time.Now()
+		l.remote[id] = r.RemoteAddr
 		l.mu.Unlock()
 		h.ServeHTTP(tw, r)
 		l.mu.Lock()
@@ -281,13 +285,14 @@ func (l *sendLog) wrap(h http.Handler) http.Handler {
 	})
 }
 
-func (l *sendLog) take(id string) (entered time.Time, sent []time.Time) {
+func (l *sendLog) take(id string) (entered time.Time, sent []time.Time, remote string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	entered, sent = l.entered[id], l.m[id]
+	entered, sent, remote = l.entered[id], l.m[id], l.remote[id]
 	delete(l.m, id)
 	delete(l.entered, id)
-	return entered, sent
+	delete(l.remote, id)
+	return entered, sent, remote
 }
 
 // timedWriter notes the time of every content event written through it.
@@ -336,9 +341,9 @@ var contentMark = []byte(`"delta":{"content":"`)
 
 // stream makes one streaming request, tagged id for the vendor's send
 // log, and returns when it was sent and the arrival time of every content
-// event.
-func (v *variant) stream(id string) (start time.Time, arrived []time.Time, err error) {
-	req, _ := http.NewRequest(http.MethodPost, v.url, strings.NewReader(streamBody))
+// event; c gets the client's other times (streamsplit.go).
+func (v *variant) stream(id string, c *streamClock) (start time.Time, arrived []time.Time, err error) {
+	req, _ := http.NewRequestWithContext(c.trace(context.Background()), http.MethodPost, v.url, strings.NewReader(streamBody))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer sk-compare")
 	req.Header.Set("X-Compare-Id", id)
@@ -476,23 +481,34 @@ func closedLoop(v *variant, c int, d time.Duration) (int64, time.Duration, error
 // proxy, interleaved, and keeps each proxy's time to first content and
 // per-event transit (the median over a stream's events of arrival minus
 // send) over direct's.
-func streamPhase(cfg compareConfig, direct *variant, vs []*variant, res map[string]*figures, sends *sendLog) error {
+func streamPhase(cfg compareConfig, direct *variant, vs []*variant, res map[string]*figures, sends *sendLog, stderr io.Writer) error {
 	all := append([]*variant{direct}, vs...)
 	ttft := map[string][]time.Duration{}
 	clientTTFT := map[string][]time.Duration{}
 	wayIn := map[string][]time.Duration{}
 	per := map[string][]time.Duration{}
 	first := map[string][]time.Duration{}
+	split := newStreamSplit()
 	rng := rand.New(rand.NewPCG(3, 4))
 	for r := -5; r < cfg.streamRounds; r++ {
 		rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
 		for _, v := range all {
 			id := fmt.Sprintf("%s-%d", v.name, r)
-			start, arrived, err := v.stream(id)
+			if cfg.streamWarm {
+				// A proxy idle since its last stream (two other streams
+				// ago, on average) serves the next one with cold caches on
+				// a core other processes used meanwhile; this call shows
+				// how much of its way in that is.
+				if err := v.call(context.Background()); err != nil {
+					return err
+				}
+			}
+			var clock streamClock
+			start, arrived, err := v.stream(id, &clock)
 			if err != nil {
 				return err
 			}
-			entered, sent := sends.take(id)
+			entered, sent, remote := sends.take(id)
 			if len(arrived) != cfg.events || len(sent) != cfg.events {
 				return fmt.Errorf("%s: %d content events sent, %d arrived; want %d", v.name, len(sent), len(arrived), cfg.events)
 			}
@@ -515,6 +531,7 @@ func streamPhase(cfg compareConfig, direct *variant, vs []*variant, res map[stri
 				clientTTFT[v.name] = append(clientTTFT[v.name], arrived[0].Sub(start))
 				per[v.name] = append(per[v.name], pct(transit, 50))
 				first[v.name] = append(first[v.name], transit[0])
+				split.add(v.name, start, entered, &clock, sent, arrived, remote)
 			}
 		}
 	}
@@ -525,6 +542,7 @@ func streamPhase(cfg compareConfig, direct *variant, vs []*variant, res map[stri
 		res[v.name].perEvent = pct(per[v.name], 50) - pct(per["direct"], 50)
 		res[v.name].firstTransit = pct(first[v.name], 50) - pct(first["direct"], 50)
 	}
+	split.print(stderr)
 	return nil
 }
 

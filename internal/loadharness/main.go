@@ -28,7 +28,10 @@
 // a 200-event stream, RSS with 1,000 open streams and time to ready, each
 // as detour, bare and their ratio. It prints the README's generated
 // "Measured" block; -readme rewrites it in place. A run takes about two
-// minutes.
+// minutes. The stream phase also prints, to stderr, where each variant's
+// time to first token goes as the client and the vendor see it
+// (streamsplit.go), and -stream-warm (a diagnostic, never for the README)
+// calls each proxy once, unstreamed, right before each of its streams.
 //
 // Linux only (it reads /proc). The proxy may be pinned to one core with
 // --cpu (taskset), so that its figures do not depend on the load generator.
@@ -67,7 +70,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprintln(stdout, "usage: go run ./internal/loadharness streams [-n N] [--settle 5s] [--cpu 1] [--detour BIN]")
 		fmt.Fprintln(stdout, "       go run ./internal/loadharness bodies [-n N] [-size BYTES] [-chunked] [-retry] [-policy-extra JSON] [--cpu 1] [--detour BIN]")
-		fmt.Fprintln(stdout, "       go run ./internal/loadharness compare [-readme README.md] [-phases latency,rps,stream,rss] [-bench-n 300] [-cpu 1] [-gen-cpu 0] [-detour BIN]")
+		fmt.Fprintln(stdout, "       go run ./internal/loadharness compare [-readme README.md] [-phases latency,rps,stream,rss] [-bench-n 300] [-cpu 1] [-gen-cpu 0] [-stream-warm] [-detour BIN]")
 		return nil
 	}
 	switch args[0] {

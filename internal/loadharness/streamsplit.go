@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http/httptrace"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// streamClock is what the client of one stream saw besides its send and
+// its content events: when the transport had written the request, and
+// when the first byte of the answer (its status line) arrived.
+type streamClock struct {
+	mu        sync.Mutex
+	wrote     time.Time
+	firstByte time.Time
+}
+
+// trace returns ctx with a client trace that fills in c. It only takes
+// the clock: the request is the same for every variant, so whatever the
+// trace costs the client, it costs each of them alike.
+func (c *streamClock) trace(ctx context.Context) context.Context {
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(httptrace.WroteRequestInfo) {
+			c.mu.Lock()
+			c.wrote = time.Now()
+			c.mu.Unlock()
+		},
+		GotFirstResponseByte: func() {
+			c.mu.Lock()
+			c.firstByte = time.Now()
+			c.mu.Unlock()
+		},
+	})
+}
+
+func (c *streamClock) times() (wrote, firstByte time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.wrote, c.firstByte
+}
+
+// streamSplit gathers, per variant, the parts the time to first token is
+// made of, for the breakdown compare prints beside its table: where a
+// proxy's time goes, measured from outside it. Nothing in the README's
+// figures is computed from it.
+type streamSplit struct {
+	send      map[string][]time.Duration // client's send → request written
+	toVendor  map[string][]time.Duration // request written → vendor's handler
+	toHeaders map[string][]time.Duration // vendor's first content write → client's first byte of the answer
+	parse     map[string][]time.Duration // client's first byte of the answer → first content at the client
+	// late counts the streams whose first content reached the client
+	// after the vendor had already written its second content event: the
+	// vendor shares this process, so its next write ran before the
+	// client's read of the first.
+	late    map[string]int
+	streams map[string]int
+	// conns are the vendor connections each variant's streams came on.
+	conns map[string]map[string]bool
+}
+
+func newStreamSplit() *streamSplit {
+	return &streamSplit{
+		send: map[string][]time.Duration{}, toVendor: map[string][]time.Duration{},
+		toHeaders: map[string][]time.Duration{}, parse: map[string][]time.Duration{},
+		late: map[string]int{}, streams: map[string]int{}, conns: map[string]map[string]bool{},
+	}
+}
+
+// add records one stream of variant name.
+func (s *streamSplit) add(name string, start, entered time.Time, c *streamClock, sent, arrived []time.Time, remote string) {
+	wrote, firstByte := c.times()
+	s.send[name] = append(s.send[name], wrote.Sub(start))
+	s.toVendor[name] = append(s.toVendor[name], entered.Sub(wrote))
+	s.toHeaders[name] = append(s.toHeaders[name], firstByte.Sub(sent[0]))
+	s.parse[name] = append(s.parse[name], arrived[0].Sub(firstByte))
+	if len(sent) > 1 && sent[1].Before(arrived[0]) {
+		s.late[name]++
+	}
+	s.streams[name]++
+	if s.conns[name] == nil {
+		s.conns[name] = map[string]bool{}
+	}
+	s.conns[name][remote] = true
+}
+
+// print writes the breakdown, one line per variant, medians.
+func (s *streamSplit) print(w io.Writer) {
+	names := make([]string, 0, len(s.streams))
+	for n := range s.streams {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	us := func(d time.Duration) string { return fmt.Sprintf("%.0f µs", float64(d.Nanoseconds())/1e3) }
+	fmt.Fprintln(w, "compare: stream split, p50 (client send → request written → vendor's handler; vendor's first content → client's first byte of the answer → first content read):")
+	for _, n := range names {
+		var b strings.Builder
+		fmt.Fprintf(&b, "compare:   %-6s send %s, to vendor %s", n, us(pct(s.send[n], 50)), us(pct(s.toVendor[n], 50)))
+		if pct(s.toHeaders[n], 50) > 0 {
+			// Only a proxy that holds the answer's headers until the first
+			// content (detour) has its first byte after that content's
+			// write; for the others the headers came with the opening
+			// event.
+			fmt.Fprintf(&b, ", first content to headers %s, headers to content read %s", us(pct(s.toHeaders[n], 50)), us(pct(s.parse[n], 50)))
+		}
+		fmt.Fprintf(&b, "; vendor's 2nd event written before the 1st was read: %d of %d; vendor connections: %d", s.late[n], s.streams[n], len(s.conns[n]))
+		fmt.Fprintln(w, b.String())
+	}
+}
