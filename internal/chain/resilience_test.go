@@ -8,7 +8,6 @@ import (
 	"io"
 	"log"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -1146,7 +1145,7 @@ func TestFailoverStormDoesNotFlattenTheBackup(t *testing.T) {
 	a.SetDefault(fv.Fault{Kind: fv.Status, Status: 503})
 	release := make(chan struct{})
 	var inFlight, peak atomic.Int64
-	backup := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	backup := detourtest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := inFlight.Add(1)
 		defer inFlight.Add(-1)
 		for {
