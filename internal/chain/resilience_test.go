@@ -949,7 +949,7 @@ func TestTiersPickTheChain(t *testing.T) {
 		resp.Body.Close()
 		rec := r.record(t)
 		if rec.Tier != c.want || got != "Hello from "+c.want+"." {
-			t.Errorf("%q (header %q): tier %q answered %q; want %s", c.prompt, c.header, rec.Tier, got, c.want)
+			t.Errorf("%q (header %q): tier %q answered %q (attempts %s); want %s", c.prompt, c.header, rec.Tier, got, trail(rec), c.want)
 		}
 		if !strings.Contains(strings.Join(rec.Reasons, " "), c.reason) {
 			t.Errorf("%q: reasons %q; want %q among them", c.prompt, rec.Reasons, c.reason)
