@@ -46,34 +46,14 @@ func TestE2EWeightedCanaryWithOpenAISDK(t *testing.T) {
 		detourtest.Options{Rand: func() uint64 { mu.Lock(); defer mu.Unlock(); return rng.Uint64() }})
 	client := openaiClient(h)
 	const n = 2000
-	// Four apps' worth of requests at a time: one at a time, each round
-	// trip waits on a handful of goroutine hand-offs (the SDK, the tunnel,
-	// detour, the fake) and the run takes twice its CPU time in wall time.
-	// Each request takes one draw, so the canary's count is the same
-	// whichever request takes which draw.
-	var next atomic.Int64
-	var failed atomic.Bool
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Go(func() {
-			for i := next.Add(1) - 1; i < n && !failed.Load(); i = next.Add(1) - 1 {
-				got, err := client.Chat.Completions.New(ctxT(t), chatParams())
-				if err != nil {
-					failed.Store(true)
-					t.Errorf("request %d: %v", i, err)
-					return
-				}
-				if c := got.Choices[0].Message.Content; c != "Hello from primary." && c != "Hello from canary." {
-					failed.Store(true)
-					t.Errorf("request %d: answer %q", i, c)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if failed.Load() {
-		t.FailNow()
+	for i := range n {
+		got, err := client.Chat.Completions.New(ctxT(t), chatParams())
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		if c := got.Choices[0].Message.Content; c != "Hello from primary." && c != "Hello from canary." {
+			t.Fatalf("request %d: answer %q", i, c)
+		}
 	}
 	got := canary.Calls()
 	t.Logf("the canary answered %d of %d requests", got, n)
