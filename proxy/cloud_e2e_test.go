@@ -21,7 +21,7 @@ func cloudServer(t *testing.T, h http.Handler) (url, caFile string) {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(h)
 	srv.EnableHTTP2 = true
-	srv.StartTLS()
+	detourtest.StartTLS(srv)
 	t.Cleanup(srv.Close)
 	caFile = filepath.Join(t.TempDir(), "cloud-ca.pem")
 	pemData := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})

@@ -1,7 +1,6 @@
 package proxy_test
 
 import (
-	"crypto/rand"
 	"crypto/rsa"
 	"fmt"
 	"net/http/httptest"
@@ -37,10 +36,7 @@ func serviceAccountFile(t *testing.T, vx *fv.Vertex, email string, key *rsa.Priv
 // (internal/cloud/google_jwt.go) runs for real; one token serves every call.
 func TestVertexBackupWithOfficialSDKs(t *testing.T) {
 	t.Parallel()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := serviceAccountKey(t, 0)
 	const email = "detour@proj-1.iam.gserviceaccount.com"
 	for _, app := range rewrite.Shapes {
 		for _, pub := range []rewrite.Shape{rewrite.Gemini, rewrite.Anthropic} {
@@ -95,10 +91,7 @@ func TestVertexBackupWithOfficialSDKs(t *testing.T) {
 // before the next call rather than sent and refused.
 func TestVertexTokenRefreshedBeforeExpiry(t *testing.T) {
 	t.Parallel()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := serviceAccountKey(t, 0)
 	const email = "detour@proj-1.iam.gserviceaccount.com"
 	vx := fv.NewVertex("proj-1", "global", email, &key.PublicKey, fv.Options{Name: "vertex"})
 	vx.TokenLifetime = 5 * time.Second // under detour's 10 s early-expiry margin
@@ -126,14 +119,7 @@ func TestVertexTokenRefreshedBeforeExpiry(t *testing.T) {
 // the key never shows in the log.
 func TestVertexBadCredentialsFallOver(t *testing.T) {
 	t.Parallel()
-	trusted, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
+	trusted, other := serviceAccountKey(t, 0), serviceAccountKey(t, 1)
 	const email = "detour@proj-1.iam.gserviceaccount.com"
 	vx := fv.NewVertex("proj-1", "us-central1", email, &trusted.PublicKey, fv.Options{Name: "vertex"})
 	url, ca := cloudServer(t, vx)

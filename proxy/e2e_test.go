@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -414,7 +413,7 @@ func TestHostNotInPolicyIsTunnelled(t *testing.T) {
 	// to by default (egress.deny_cidrs): this policy allows loopback.
 	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, `, "egress": {"deny_cidrs": []}`))
 
-	other := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	other := detourtest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "other host")
 	}))
 	defer other.Close()
@@ -635,7 +634,7 @@ func TestMalformedRequestGets400InAppShape(t *testing.T) {
 func TestInterceptedStreamIsNotBuffered(t *testing.T) {
 	t.Parallel()
 	got1 := make(chan struct{})
-	up := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	up := detourtest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		fl := w.(http.Flusher)
 		write := func(s string) { _, _ = io.WriteString(w, s); fl.Flush() }

@@ -52,7 +52,7 @@ func newCountingServer(t *testing.T, tlsOn bool, h http.HandlerFunc) *countingSe
 		}
 	}
 	if tlsOn {
-		cs.StartTLS()
+		detourtest.StartTLS(cs.Server)
 	} else {
 		cs.Start()
 	}

@@ -12,7 +12,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -353,7 +352,7 @@ func TestInterceptedStreamsAreIncrementalOverH2AndHTTP1(t *testing.T) {
 			t.Parallel()
 			c.skipUnavailable(t)
 			got := make(chan struct{})
-			up := httptest.NewTLSServer(gatedStream(got))
+			up := detourtest.NewTLSServer(gatedStream(got))
 			t.Cleanup(up.Close)
 			caFile := filepath.Join(t.TempDir(), "up.pem")
 			if err := os.WriteFile(caFile, pemCert(up.Certificate()), 0o644); err != nil {

@@ -1,8 +1,6 @@
 package proxy_test
 
 import (
-	"crypto/rand"
-	"crypto/rsa"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -148,10 +146,7 @@ func TestBedrockUpstreamIsProbed(t *testing.T) {
 // service account's access token.
 func TestVertexUpstreamsAreProbed(t *testing.T) {
 	t.Parallel()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := serviceAccountKey(t, 0)
 	const email = "detour@proj-1.iam.gserviceaccount.com"
 	for _, pub := range []rewrite.Shape{rewrite.Gemini, rewrite.Anthropic} {
 		t.Run(string(pub), func(t *testing.T) {

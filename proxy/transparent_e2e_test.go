@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -328,7 +327,7 @@ func TestTransparentPlainHTTPStreamsIncrementally(t *testing.T) {
 	t.Parallel()
 	gate := fv.NewGate(fv.New(rewrite.OpenAI, fv.Options{Name: "primary"}))
 	t.Cleanup(gate.Open)
-	up := httptest.NewTLSServer(gate)
+	up := detourtest.NewTLSServer(gate)
 	t.Cleanup(up.Close)
 	caFile := filepath.Join(t.TempDir(), "up.pem")
 	if err := os.WriteFile(caFile, pemCert(up.Certificate()), 0o644); err != nil {

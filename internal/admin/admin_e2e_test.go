@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -294,6 +295,22 @@ func TestAdminPolicyHistoryAndRollback(t *testing.T) {
 func TestShutdownIsNotReadyWhileDraining(t *testing.T) {
 	t.Parallel()
 	s := newSetup(t)
+	// The primary holds the request in flight across the stop until the
+	// test has seen readyz turn 503, rather than for a delay long enough
+	// for the test to look (a wait the test paid in full).
+	hold := make(chan struct{})
+	release := sync.OnceFunc(func() { close(hold) })
+	t.Cleanup(release)
+	s.primary = detourtest.NewVendorAround(t, rewrite.OpenAI, fv.Options{Name: "primary"}, func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-hold:
+			case <-r.Context().Done():
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	})
 	dir := t.TempDir()
 	policyPath := filepath.Join(dir, "policy.json")
 	pol := strings.Replace(s.policy("v1", "primary", "backup"), `"routes"`,
@@ -333,8 +350,7 @@ func TestShutdownIsNotReadyWhileDraining(t *testing.T) {
 	}
 	waitUntil(t, "ready", func() bool { code, _ := readyz(); return code == 200 })
 
-	// A slow answer keeps one request in flight across the stop.
-	s.primary.Script(fv.Fault{Kind: fv.SlowFirstByte, Delay: 1500 * time.Millisecond})
+	// The held answer keeps one request in flight across the stop.
 	answered := make(chan int, 1)
 	go func() {
 		req, _ := http.NewRequest("POST", "http://"+ln.Addr().String()+"/openai/v1/chat/completions",
@@ -366,6 +382,7 @@ func TestShutdownIsNotReadyWhileDraining(t *testing.T) {
 	if code, _ := readyz(); code != 503 {
 		t.Errorf("readyz during drain = %d; want 503", code)
 	}
+	release()
 	if code := <-answered; code != 200 {
 		t.Errorf("in-flight request got %d; want 200 after the drain", code)
 	}

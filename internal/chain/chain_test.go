@@ -277,7 +277,7 @@ func TestStreamStallAfterCommitTimesOutIdle(t *testing.T) {
 func TestEventsFlowAsTheyArriveAfterCommit(t *testing.T) {
 	t.Parallel()
 	got1 := make(chan struct{})
-	up := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	up := detourtest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		fl := w.(http.Flusher)
 		write := func(s string) { io.WriteString(w, s); fl.Flush() }
@@ -476,7 +476,7 @@ func TestClientCancelBeforeCommitIsNotAnUpstreamFailure(t *testing.T) {
 // rawUpstream serves handler over TLS and returns an upstream JSON entry.
 func rawUpstream(t *testing.T, name string, extra string, handler http.HandlerFunc) string {
 	t.Helper()
-	up := httptest.NewTLSServer(handler)
+	up := detourtest.NewTLSServer(handler)
 	t.Cleanup(up.Close)
 	caFile := filepath.Join(t.TempDir(), name+".pem")
 	writeCert(t, caFile, up)

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -66,7 +65,7 @@ func newTimedVendor(t *testing.T, shape rewrite.Shape, name string, now func() t
 // rawShapedUpstream is rawUpstream for any shape.
 func rawShapedUpstream(t *testing.T, name string, shape rewrite.Shape, handler http.HandlerFunc) string {
 	t.Helper()
-	up := httptest.NewTLSServer(handler)
+	up := detourtest.NewTLSServer(handler)
 	t.Cleanup(up.Close)
 	caFile := filepath.Join(t.TempDir(), name+".pem")
 	writeCert(t, caFile, up)

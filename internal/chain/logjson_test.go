@@ -174,7 +174,12 @@ func TestLogLineBytes(t *testing.T) {
 	var got, want bytes.Buffer
 	gl := zerolog.New(&got).With().Str("component", "chain").Logger()
 	wl := zerolog.New(&want).With().Str("component", "chain").Logger()
-	for i := range 20000 {
+	// 4,000 records: every block of logjson.go and of rewrite's log-string
+	// escaper that the records reach is reached by the first 300 (measured
+	// with -coverprofile; 20,000 reach no more), and the escaper meets every
+	// single byte in TestAppendMSMatchesZerolog. Under -race each record
+	// costs some 0.15 ms of CPU for the two lines.
+	for i := range 4000 {
 		r := randomRecord(rng)
 		got.Reset()
 		want.Reset()

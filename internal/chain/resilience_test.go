@@ -8,7 +8,6 @@ import (
 	"io"
 	"log"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -950,7 +949,7 @@ func TestTiersPickTheChain(t *testing.T) {
 		resp.Body.Close()
 		rec := r.record(t)
 		if rec.Tier != c.want || got != "Hello from "+c.want+"." {
-			t.Errorf("%q (header %q): tier %q answered %q; want %s", c.prompt, c.header, rec.Tier, got, c.want)
+			t.Errorf("%q (header %q): tier %q answered %q (attempts %s); want %s", c.prompt, c.header, rec.Tier, got, trail(rec), c.want)
 		}
 		if !strings.Contains(strings.Join(rec.Reasons, " "), c.reason) {
 			t.Errorf("%q: reasons %q; want %q among them", c.prompt, rec.Reasons, c.reason)
@@ -1146,7 +1145,7 @@ func TestFailoverStormDoesNotFlattenTheBackup(t *testing.T) {
 	a.SetDefault(fv.Fault{Kind: fv.Status, Status: 503})
 	release := make(chan struct{})
 	var inFlight, peak atomic.Int64
-	backup := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	backup := detourtest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := inFlight.Add(1)
 		defer inFlight.Add(-1)
 		for {

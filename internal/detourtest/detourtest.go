@@ -277,7 +277,7 @@ func NewVendorAround(tb testing.TB, shape rewrite.Shape, opts fakevendor.Options
 	}
 	srv := httptest.NewUnstartedServer(h)
 	srv.EnableHTTP2 = true
-	srv.StartTLS()
+	StartTLS(srv)
 	tb.Cleanup(srv.Close)
 	caFile := filepath.Join(tb.TempDir(), name+"-ca.pem")
 	pemData := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})

@@ -207,18 +207,36 @@ type manifests struct {
 	kinds           []string
 }
 
+// The lines of helm's output that decodeManifests reads before decoding a
+// document.
+var (
+	manifestSeparator = regexp.MustCompile(`(?m)^---\s*$`)
+	manifestComment   = regexp.MustCompile(`(?m)^#.*$`)
+	topLevelKind      = regexp.MustCompile(`(?m)^kind:[ \t]*(\S+)[ \t]*$`)
+	topLevelVersion   = regexp.MustCompile(`(?m)^apiVersion:[ \t]*(\S+)[ \t]*$`)
+	metricsComponent  = regexp.MustCompile(`(?m)^    app\.kubernetes\.io/component: metrics$`)
+)
+
 // decodeManifests splits the output into documents and decodes each one
 // strictly (unknown fields and duplicate keys are errors) into its type.
+// The type is picked by the document's top-level kind and apiVersion
+// lines, and the strict decoding must then find the same ones: a document
+// is parsed once (under -race a YAML parse of a rendering is a good part of
+// the test's own CPU), and one whose kind the lines do not show fails, as
+// an unknown one does.
 func decodeManifests(t *testing.T, out string) *manifests {
 	t.Helper()
 	m := &manifests{}
-	for i, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(out, -1) {
+	for i, doc := range manifestSeparator.Split(out, -1) {
 		var tm metav1.TypeMeta
-		if err := yaml.Unmarshal([]byte(doc), &tm); err != nil {
-			t.Fatalf("document %d is not YAML: %v\n%s", i, err, doc)
+		if k := topLevelKind.FindStringSubmatch(doc); k != nil {
+			tm.Kind = k[1]
+		}
+		if v := topLevelVersion.FindStringSubmatch(doc); v != nil {
+			tm.APIVersion = v[1]
 		}
 		if tm.Kind == "" {
-			if strings.TrimSpace(regexp.MustCompile(`(?m)^#.*$`).ReplaceAllString(doc, "")) != "" {
+			if strings.TrimSpace(manifestComment.ReplaceAllString(doc, "")) != "" {
 				t.Fatalf("document %d has no kind:\n%s", i, doc)
 			}
 			continue
@@ -236,7 +254,7 @@ func decodeManifests(t *testing.T, out string) *manifests {
 			m.secrets = append(m.secrets, corev1.Secret{})
 			target = &m.secrets[len(m.secrets)-1]
 		case "v1/Service":
-			if regexp.MustCompile(`(?m)^    app\.kubernetes\.io/component: metrics$`).MatchString(doc) {
+			if metricsComponent.MatchString(doc) {
 				m.metricsServices = append(m.metricsServices, corev1.Service{})
 				target = &m.metricsServices[len(m.metricsServices)-1]
 				break
@@ -271,6 +289,9 @@ func decodeManifests(t *testing.T, out string) *manifests {
 		}
 		if err := yaml.UnmarshalStrict([]byte(doc), target); err != nil {
 			t.Fatalf("%s does not decode strictly: %v\n%s", tm.Kind, err, doc)
+		}
+		if got := reflect.ValueOf(target).Elem().FieldByName("TypeMeta").Interface().(metav1.TypeMeta); got != tm {
+			t.Fatalf("document %d decodes as %s/%s; its lines say %s/%s\n%s", i, got.APIVersion, got.Kind, tm.APIVersion, tm.Kind, doc)
 		}
 	}
 	return m
