@@ -18,8 +18,7 @@ const testCreated = 1735689600
 // The codecs' testdata, whose files seed the fuzz targets here as they seed
 // the fuzz targets beside the codecs.
 const (
-	openaiTestdata    = "../../rewrite/openai/testdata"
-	anthropicTestdata = "../../rewrite/anthropic/testdata"
+	openaiTestdata = "../../rewrite/openai/testdata"
 )
 
 // addSeeds adds every file of dir matching pattern to f's corpus. A pattern
