@@ -21,8 +21,8 @@ import (
 
 // These tests prove that google.golang.org/genai, the official Go SDK, reads
 // what rewrite/gemini's encoders write exactly as it reads Gemini, and that
-// what it sends decodes. They were rewrite/gemini's genai_test.go; the
-// answer and streams are those of its response and stream tests.
+// what it sends decodes. The answer and the streams are those of
+// rewrite/gemini's response and stream tests.
 
 // fakeGemini is a Gemini endpoint that answers every request with the next
 // canned body and records what the SDK sent.

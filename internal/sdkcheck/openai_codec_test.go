@@ -26,9 +26,9 @@ import (
 
 // These tests hold rewrite/openai's encoders to the official openai-go
 // SDK: whatever detour translates must be what the SDK would have got from
-// OpenAI (docs/vendors.md#openai-go). They were rewrite/openai's
-// sdk_test.go and the fuzz targets of its fuzz_test.go that decode with the
-// SDK; the fixtures are the same as there.
+// OpenAI (docs/vendors.md#openai-go). The answer and the streams are those
+// of rewrite/openai's tests, whose request fuzz target (which needs no SDK)
+// stays there.
 
 // openaiSDKServer is a stand-in for detour: it records every request body and
 // answers with the next canned body.

@@ -18,8 +18,8 @@ import (
 
 // These tests hold rewrite/responses' encoders to the official openai-go
 // SDK: what detour writes for a Responses app must be what the SDK reads
-// from OpenAI (docs/vendors.md#openai-responses). They were
-// rewrite/responses' sdk_test.go; the stream is the one of its stream tests.
+// from OpenAI (docs/vendors.md#openai-responses). The stream is the one of
+// rewrite/responses' stream tests.
 
 func responsesSDKClient(t *testing.T, contentType string, body []byte) oai.Client {
 	t.Helper()

@@ -24,8 +24,8 @@ import (
 // synthCreated is the creation time of the test answers.
 const synthCreated = 1735689600
 
-// The answers the tests synthesize: what a cache would hold (the same two
-// as rewrite/translate's synth_test.go).
+// The answers the tests synthesize: what a cache would hold (two of
+// rewrite/translate's Synthesize tests' answers).
 var (
 	synthText = &ir.Response{
 		ID: "r1", Model: "upstream-model", Created: synthCreated,
