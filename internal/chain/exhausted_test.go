@@ -2,22 +2,13 @@ package chain_test
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/anthropics/anthropic-sdk-go"
-	aoption "github.com/anthropics/anthropic-sdk-go/option"
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
-	"google.golang.org/genai"
 
 	"github.com/detour-proxy/detour/internal/chain"
 	"github.com/detour-proxy/detour/internal/detourtest"
@@ -40,6 +31,8 @@ func cooldownSeconds(t *testing.T, r *runner, c *clock, name string) string {
 // down, the app is told to come back when the cooldown ends — not when the
 // vendor's own hint says, which would only bring it back to the same error
 // (detour keeps the upstream out until then). A sooner upstream still wins.
+// The case an SDK reads (Anthropic's credit balance) is internal/sdkcheck's
+// test of the same name.
 func TestExhaustedRetryAfterIsDetoursCooldown(t *testing.T) {
 	t.Parallel()
 	t.Run("openai quota with the vendor's retry-after", func(t *testing.T) {
@@ -54,25 +47,6 @@ func TestExhaustedRetryAfterIsDetoursCooldown(t *testing.T) {
 		}
 		if got, want := resp.Header.Get("Retry-After"), cooldownSeconds(t, r, c, "a"); got != want || want != "600" {
 			t.Errorf("Retry-After %q; want %q (the 10m cooldown detour started, not the vendor's 30)", got, want)
-		}
-	})
-	t.Run("anthropic credit balance, no vendor hint", func(t *testing.T) {
-		t.Parallel()
-		a := detourtest.NewVendor(t, rewrite.Anthropic, "a")
-		pol := fmt.Sprintf(`{"upstreams": {%s}, "routes": [{"name": "m", "match": {"host": "api.anthropic.com", "path": "/v1/messages"}, "chain": ["a"]}]}`, upstreamJSON("a", a, ""))
-		r, c := newClockedRunner(t, "api.anthropic.com", pol)
-		a.Script(fv.Fault{Kind: fv.Status, Class: fv.ClassCreditBalance})
-		client := anthropic.NewClient(aoption.WithBaseURL(r.srv.URL+"/"), aoption.WithAPIKey("sk-ant-app"), aoption.WithMaxRetries(0))
-		_, err := client.Messages.New(context.Background(), anthropic.MessageNewParams{
-			Model: "claude-sonnet-4-5", MaxTokens: 16,
-			Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))},
-		})
-		var apiErr *anthropic.Error
-		if !errors.As(err, &apiErr) || apiErr.StatusCode != 402 || !strings.Contains(apiErr.Error(), "billing_error") {
-			t.Fatalf("err = %v; want the SDK's 402 billing_error", err)
-		}
-		if got, want := apiErr.Response.Header.Get("Retry-After"), cooldownSeconds(t, r, c, "a"); got != want || want != "600" {
-			t.Errorf("Retry-After %q; want %q (the cooldown detour started)", got, want)
 		}
 	})
 	t.Run("an open breaker counts as a cooldown", func(t *testing.T) {
@@ -101,148 +75,12 @@ func TestExhaustedRetryAfterIsDetoursCooldown(t *testing.T) {
 	})
 }
 
-// geminiPolicy routes Gemini's generateContent to the named upstreams,
-// each a Gemini vendor that takes the app's key.
-func geminiPolicy(vs map[string]*detourtest.Vendor, chainNames string) string {
-	var ups []string
-	for name, v := range vs {
-		ups = append(ups, upstreamJSON(name, v, ""))
-	}
-	return fmt.Sprintf(`{"upstreams": {%s},
-  "routes": [{"name": "g", "match": {"host": "generativelanguage.googleapis.com", "path": "/v1beta/models/*"}, "chain": %s}]}`,
-		strings.Join(ups, ","), chainNames)
-}
-
-// lastResponse keeps the last response's headers an SDK received.
-type lastResponse struct {
-	mu sync.Mutex
-	h  http.Header
-}
-
-func (l *lastResponse) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := http.DefaultTransport.RoundTrip(req)
-	if err == nil {
-		l.mu.Lock()
-		l.h = resp.Header.Clone()
-		l.mu.Unlock()
-	}
-	return resp, err
-}
-
-func (l *lastResponse) header() http.Header {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.h
-}
-
-// geminiAsk sends one generateContent with go-genai and returns its
-// APIError and the response headers.
-func geminiAsk(t *testing.T, base string) (genai.APIError, http.Header) {
-	t.Helper()
-	rt := &lastResponse{}
-	c, err := genai.NewClient(context.Background(), &genai.ClientConfig{
-		APIKey: "gemini-app-key", Backend: genai.BackendGeminiAPI, HTTPClient: &http.Client{Transport: rt},
-		HTTPOptions: genai.HTTPOptions{BaseURL: base + "/"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = c.Models.GenerateContent(context.Background(), "gemini-2.5-flash", genai.Text("hi"), nil)
-	var apiErr genai.APIError
-	if !errors.As(err, &apiErr) {
-		t.Fatalf("err = %v; want a genai.APIError", err)
-	}
-	return apiErr, rt.header()
-}
-
-// detailsByType indexes an APIError's details by their short @type.
-func detailsByType(e genai.APIError) map[string]map[string]any {
-	out := map[string]map[string]any{}
-	for _, d := range e.Details {
-		typ, _ := d["@type"].(string)
-		out[typ[strings.LastIndexByte(typ, '/')+1:]] = d
-	}
-	return out
-}
-
-// TestGeminiAppKeepsTheVendorsDetailsWhenEverythingFailed: go-genai sees
-// Gemini's own QuotaFailure, Help and RetryInfo in detour's error, and
-// RetryInfo and retry-after both say when detour lets the upstream back in.
-func TestGeminiAppKeepsTheVendorsDetailsWhenEverythingFailed(t *testing.T) {
-	t.Parallel()
-	t.Run("daily quota: the cooldown until the reset", func(t *testing.T) {
-		t.Parallel()
-		g := detourtest.NewVendor(t, rewrite.Gemini, "g")
-		r, c := newClockedRunner(t, "generativelanguage.googleapis.com", geminiPolicy(map[string]*detourtest.Vendor{"g": g}, `["g"]`))
-		g.Script(fv.Fault{Kind: fv.Status, Status: 429, Class: fv.ClassQuotaPerDay})
-		apiErr, h := geminiAsk(t, r.srv.URL)
-		if apiErr.Code != 429 || apiErr.Status != "RESOURCE_EXHAUSTED" {
-			t.Errorf("error %d %s; want 429 RESOURCE_EXHAUSTED", apiErr.Code, apiErr.Status)
-		}
-		d := detailsByType(apiErr)
-		qf, _ := d["google.rpc.QuotaFailure"]["violations"].([]any)
-		if len(qf) != 1 || !strings.Contains(fmt.Sprint(qf[0]), "GenerateRequestsPerDayPerProjectPerModel-FreeTier") {
-			t.Errorf("QuotaFailure = %v; want the vendor's violation", d["google.rpc.QuotaFailure"])
-		}
-		if d["google.rpc.Help"] == nil {
-			t.Errorf("details %v; want the vendor's Help", apiErr.Details)
-		}
-		// The clock is at 04:00 in Los Angeles: the daily quota resets,
-		// and the cooldown ends, at midnight there, 20 hours later.
-		want := cooldownSeconds(t, r, c, "g")
-		if want != "72000" {
-			t.Errorf("cooldown %ss; want 72000s (until Pacific midnight)", want)
-		}
-		if got := h.Get("Retry-After"); got != want {
-			t.Errorf("Retry-After %q; want %q (detour's cooldown, not the vendor's 26s)", got, want)
-		}
-		if got := d["google.rpc.RetryInfo"]["retryDelay"]; got != want+"s" {
-			t.Errorf("RetryInfo.retryDelay %v; want %ss, as the header says", got, want)
-		}
-		if h.Get(chain.HeaderAnsweredBy) != "none" || h.Get(chain.HeaderAttempts) != "1" {
-			t.Errorf("detour headers %v", h)
-		}
-	})
-	t.Run("per-minute limit: no cooldown, the vendor's delay", func(t *testing.T) {
-		t.Parallel()
-		g := detourtest.NewVendor(t, rewrite.Gemini, "g")
-		q := detourtest.NewVendor(t, rewrite.Gemini, "q")
-		r, c := newClockedRunner(t, "generativelanguage.googleapis.com", geminiPolicy(map[string]*detourtest.Vendor{"q": q, "g": g}, `["q","g"]`))
-		q.Script(fv.Fault{Kind: fv.Status, Status: 429, Class: fv.ClassQuotaPerDay})
-		g.Script(fv.Fault{Kind: fv.Status, Status: 429, Class: fv.ClassRateLimit})
-		apiErr, h := geminiAsk(t, r.srv.URL)
-		d := detailsByType(apiErr)
-		qf := fmt.Sprint(d["google.rpc.QuotaFailure"])
-		if apiErr.Code != 429 || !strings.Contains(qf, "PerMinute") {
-			t.Errorf("error %d, QuotaFailure %s; want 429 and the last upstream's per-minute violation", apiErr.Code, qf)
-		}
-		cooldownSeconds(t, r, c, "q")
-		if got := h.Get("Retry-After"); got != "26" || d["google.rpc.RetryInfo"]["retryDelay"] != "26s" {
-			t.Errorf("Retry-After %q, RetryInfo %v; want 26 and 26s (g may answer then, before q's cooldown ends)", got, d["google.rpc.RetryInfo"])
-		}
-	})
-}
-
-// unreachable is a transport to a loopback port that was closed before
-// use, whatever the address asked for: a vendor that cannot be reached,
-// without DNS or the network.
-func unreachable(t *testing.T) *http.Transport {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, network, addr)
-	}}
-}
-
 // TestPassthroughFailureIsInTheVendorsEnvelope: a request no route takes
 // (a model listing) whose vendor cannot be reached is answered in that
 // vendor's error envelope, which each official SDK reads as an API error
-// with its status, not as a parse failure of a text/plain page.
+// with its status, not as a parse failure of a text/plain page. Here the
+// timeout, in plain HTTP; each SDK's case is internal/sdkcheck's test of the
+// same name.
 func TestPassthroughFailureIsInTheVendorsEnvelope(t *testing.T) {
 	t.Parallel()
 	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
@@ -266,50 +104,6 @@ func TestPassthroughFailureIsInTheVendorsEnvelope(t *testing.T) {
 		}
 	}
 
-	t.Run("openai", func(t *testing.T) {
-		t.Parallel()
-		r := start("api.openai.com", unreachable(t))
-		c := openai.NewClient(option.WithBaseURL(r.srv.URL+"/v1/"), option.WithAPIKey("sk-app"), option.WithMaxRetries(0))
-		_, err := c.Models.List(context.Background())
-		var apiErr *openai.Error
-		if !errors.As(err, &apiErr) || apiErr.StatusCode != 502 || apiErr.Type != "server_error" || !strings.Contains(apiErr.Message, "cannot reach api.openai.com") {
-			t.Fatalf("err = %#v; want a 502 server_error naming the host", err)
-		}
-		checkHeaders(t, apiErr.Response.Header)
-		checkRecord(t, r, 502)
-	})
-	t.Run("anthropic", func(t *testing.T) {
-		t.Parallel()
-		r := start("api.anthropic.com", unreachable(t))
-		c := anthropic.NewClient(aoption.WithBaseURL(r.srv.URL+"/"), aoption.WithAPIKey("sk-ant-app"), aoption.WithMaxRetries(0))
-		_, err := c.Models.List(context.Background(), anthropic.ModelListParams{})
-		var apiErr *anthropic.Error
-		if !errors.As(err, &apiErr) || apiErr.StatusCode != 502 || !strings.Contains(apiErr.Error(), "api_error") || !strings.Contains(apiErr.Error(), "cannot reach api.anthropic.com") {
-			t.Fatalf("err = %v; want a 502 api_error naming the host", err)
-		}
-		checkHeaders(t, apiErr.Response.Header)
-		checkRecord(t, r, 502)
-	})
-	t.Run("gemini", func(t *testing.T) {
-		t.Parallel()
-		r := start("generativelanguage.googleapis.com", unreachable(t))
-		rt := &lastResponse{}
-		c, err := genai.NewClient(context.Background(), &genai.ClientConfig{
-			APIKey: "gemini-app-key", Backend: genai.BackendGeminiAPI, HTTPClient: &http.Client{Transport: rt},
-			HTTPOptions: genai.HTTPOptions{BaseURL: r.srv.URL + "/"},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = c.Models.List(context.Background(), nil)
-		var apiErr genai.APIError
-		// Gemini pairs each status name with one HTTP status: 500 INTERNAL.
-		if !errors.As(err, &apiErr) || apiErr.Code != 500 || apiErr.Status != "INTERNAL" || !strings.Contains(apiErr.Message, "cannot reach generativelanguage.googleapis.com") {
-			t.Fatalf("err = %v; want a 500 INTERNAL naming the host", err)
-		}
-		checkHeaders(t, rt.header())
-		checkRecord(t, r, 500)
-	})
 	t.Run("timeout is a 504", func(t *testing.T) {
 		t.Parallel()
 		// A vendor that accepts the connection and never speaks TLS.

@@ -7,45 +7,60 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"reflect"
 	"sync"
 	"testing"
-
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
 )
 
-// sdkAsk is what the demo's client replaces: openai-go asking the demo's
-// question, streamed or not.
-func sdkAsk(ctx context.Context, baseURL string, stream bool) error {
-	c := openai.NewClient(option.WithBaseURL(baseURL), option.WithAPIKey("sk-demo-not-a-real-key"), option.WithMaxRetries(0))
-	params := openai.ChatCompletionNewParams{
-		Model:    "gpt-4o",
-		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Say hello.")},
+// The demo's client must behave as openai-go does. The two are compared
+// through testdata/openai_go.json: internal/sdkcheck holds openai-go to it
+// (the requests it sends, and which answers it takes as an error), and the
+// tests here hold the demo's client to the same file, so that this package's
+// tests need not link openai-go.
+
+// openaiGoFixture is testdata/openai_go.json.
+type openaiGoFixture struct {
+	Requests []seen `json:"requests"`
+	Answers  []struct {
+		Name        string `json:"name"`
+		Stream      bool   `json:"stream"`
+		Status      int    `json:"status"`
+		ContentType string `json:"contentType"`
+		Body        string `json:"body"`
+		Error       bool   `json:"error"` // whether openai-go takes it as an error
+	} `json:"answers"`
+}
+
+func readOpenAIGoFixture(t *testing.T) openaiGoFixture {
+	t.Helper()
+	b, err := os.ReadFile("testdata/openai_go.json")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !stream {
-		_, err := c.Chat.Completions.New(ctx, params)
-		return err
+	var f openaiGoFixture
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
 	}
-	s := c.Chat.Completions.NewStreaming(ctx, params)
-	acc := openai.ChatCompletionAccumulator{}
-	for s.Next() {
-		acc.AddChunk(s.Current())
-	}
-	return s.Err()
+	return f
 }
 
 // seen is one request as the server received it.
 type seen struct {
-	method, path, auth, contentType string
-	body                            any
+	Stream        bool   `json:"stream"`
+	Method        string `json:"method"`
+	Path          string `json:"path"`
+	Authorization string `json:"authorization"`
+	ContentType   string `json:"contentType"`
+	Body          any    `json:"body"`
 }
 
 // TestClientSendsWhatOpenAIGoSends: the demo's plain client sends the same
-// request as openai-go, streamed and not: method, path, key, content type
-// and JSON body.
+// request as openai-go (the fixture's), streamed and not: method, path,
+// key, content type and JSON body.
 func TestClientSendsWhatOpenAIGoSends(t *testing.T) {
 	t.Parallel()
+	want := readOpenAIGoFixture(t).Requests
 	var mu sync.Mutex
 	var got []seen
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -54,10 +69,11 @@ func TestClientSendsWhatOpenAIGoSends(t *testing.T) {
 		if err := json.Unmarshal(b, &body); err != nil {
 			t.Errorf("body is not JSON: %q", b)
 		}
+		stream := bytes.Contains(b, []byte(`"stream":true`))
 		mu.Lock()
-		got = append(got, seen{r.Method, r.URL.Path, r.Header.Get("Authorization"), r.Header.Get("Content-Type"), body})
+		got = append(got, seen{stream, r.Method, r.URL.Path, r.Header.Get("Authorization"), r.Header.Get("Content-Type"), body})
 		mu.Unlock()
-		if bytes.Contains(b, []byte(`"stream":true`)) {
+		if stream {
 			w.Header().Set("Content-Type", "text/event-stream")
 			io.WriteString(w, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\ndata: [DONE]\n\n")
 			return
@@ -68,57 +84,34 @@ func TestClientSendsWhatOpenAIGoSends(t *testing.T) {
 	defer srv.Close()
 	ctx := context.Background()
 	for _, stream := range []bool{false, true} {
-		got = nil
-		if err := sdkAsk(ctx, srv.URL+"/v1/", stream); err != nil {
-			t.Fatalf("openai-go, stream %v: %v", stream, err)
-		}
 		c := &client{baseURL: srv.URL + "/v1/", apiKey: "sk-demo-not-a-real-key", http: srv.Client()}
 		if err := c.ask(ctx, stream); err != nil {
 			t.Fatalf("demo client, stream %v: %v", stream, err)
 		}
-		if len(got) != 2 || !reflect.DeepEqual(got[0], got[1]) {
-			t.Errorf("stream %v: openai-go and the demo client sent different requests:\n%+v", stream, got)
-		}
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("openai-go and the demo client sent different requests:\ndemo client %+v\nopenai-go   %+v", got, want)
 	}
 }
 
 // TestClientReadsAnswersAsOpenAIGo: for each answer, the demo's client sees
-// an error exactly when openai-go does.
+// an error exactly when openai-go does (the fixture says when).
 func TestClientReadsAnswersAsOpenAIGo(t *testing.T) {
 	t.Parallel()
-	const chunk = "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n"
-	for _, tc := range []struct {
-		name        string
-		stream      bool
-		status      int
-		contentType string
-		body        string
-	}{
-		{"completion", false, 200, "application/json", `{"id":"c","object":"chat.completion","choices":[]}`},
-		{"status 529", false, 529, "application/json", `{"error":{"type":"overloaded_error","message":"Overloaded"}}`},
-		{"status 429", true, 429, "application/json", `{"error":{"type":"insufficient_quota","message":"quota"}}`},
-		{"html", false, 200, "application/json", `<html><body>Bad gateway</body></html>`},
-		{"stream", true, 200, "text/event-stream", chunk + chunk + "data: [DONE]\n\n"},
-		{"stream without DONE", true, 200, "text/event-stream", chunk},
-		{"stream error event", true, 200, "text/event-stream", chunk + "data: {\"error\":{\"message\":\"overloaded\",\"type\":\"server_error\"}}\n\n"},
-		{"stream event not JSON", true, 200, "text/event-stream", chunk + "data: <html>\n\n"},
-		{"stream multi-line data", true, 200, "text/event-stream", "data: {\"id\":\"c\",\n" + "data: \"choices\":[]}\n\n" + "data: [DONE]\n\n"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, tc := range readOpenAIGoFixture(t).Answers {
+		t.Run(tc.Name, func(t *testing.T) {
 			t.Parallel()
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				_, _ = io.Copy(io.Discard, r.Body)
-				w.Header().Set("Content-Type", tc.contentType)
-				w.WriteHeader(tc.status)
-				io.WriteString(w, tc.body)
+				w.Header().Set("Content-Type", tc.ContentType)
+				w.WriteHeader(tc.Status)
+				io.WriteString(w, tc.Body)
 			}))
 			defer srv.Close()
-			ctx := context.Background()
-			sdkErr := sdkAsk(ctx, srv.URL+"/v1/", tc.stream)
 			c := &client{baseURL: srv.URL + "/v1/", apiKey: "sk-demo-not-a-real-key", http: srv.Client()}
-			err := c.ask(ctx, tc.stream)
-			if (err == nil) != (sdkErr == nil) {
-				t.Errorf("demo client error %v; openai-go error %v", err, sdkErr)
+			err := c.ask(context.Background(), tc.Stream)
+			if (err == nil) == tc.Error {
+				t.Errorf("demo client error %v; openai-go error: %v", err, tc.Error)
 			}
 		})
 	}

@@ -4,12 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
-	"net/http"
 	"path/filepath"
 	"testing"
-
-	"github.com/anthropics/anthropic-sdk-go"
-	"github.com/anthropics/anthropic-sdk-go/packages/ssestream"
 
 	"github.com/detour-proxy/detour/internal/testsupport"
 	"github.com/detour-proxy/detour/rewrite/ir"
@@ -44,29 +40,6 @@ func encodeStream(o ir.StreamOptions, events ...ir.StreamEvent) []byte {
 		out = e.Encode(out, ev)
 	}
 	return e.Close(out)
-}
-
-// sdkAccumulate reads stream as anthropic-sdk-go reads a response body —
-// its SSE decoder dispatching on `event:` names, each data line
-// json.Unmarshal'ed into a MessageStreamEventUnion — and accumulates the
-// events with Message.Accumulate, as an app does.
-func sdkAccumulate(stream []byte) (anthropic.Message, int, error) {
-	res := &http.Response{
-		StatusCode: http.StatusOK,
-		Header:     http.Header{"Content-Type": {"text/event-stream"}},
-		Body:       io.NopCloser(bytes.NewReader(stream)),
-	}
-	s := ssestream.NewStream[anthropic.MessageStreamEventUnion](ssestream.NewDecoder(res), nil)
-	defer s.Close()
-	var msg anthropic.Message
-	n := 0
-	for s.Next() {
-		n++
-		if err := msg.Accumulate(s.Current()); err != nil {
-			return msg, n, err
-		}
-	}
-	return msg, n, s.Err()
 }
 
 // checkStreamFraming asserts what the SDK relies on but does not check

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/anthropics/anthropic-sdk-go"
-
 	"github.com/detour-proxy/detour/rewrite/ir"
 )
 
@@ -163,56 +161,6 @@ func TestDecodeRequestRefuses(t *testing.T) {
 				t.Errorf("error %v: UnsupportedError %v, want %v", err, !tc.unsupported, tc.unsupported)
 			}
 		})
-	}
-}
-
-// TestDecodeRequestFromSDK decodes what anthropic-sdk-go sends for a request
-// built with its own types: the bytes an Anthropic app puts on the wire.
-func TestDecodeRequestFromSDK(t *testing.T) {
-	params := anthropic.MessageNewParams{
-		Model:         "claude-sonnet-4-5",
-		MaxTokens:     512,
-		System:        []anthropic.TextBlockParam{{Text: "Be terse."}, {Text: "Use metric."}},
-		Temperature:   anthropic.Float(0.3),
-		StopSequences: []string{"END"},
-		Metadata:      anthropic.MetadataParam{UserID: anthropic.String("u-9")},
-		Tools: []anthropic.ToolUnionParam{{OfTool: &anthropic.ToolParam{
-			Name:        "get_weather",
-			Description: anthropic.String("Weather"),
-			InputSchema: anthropic.ToolInputSchemaParam{Properties: map[string]any{"city": map[string]any{"type": "string"}}, Required: []string{"city"}},
-		}}},
-		ToolChoice: anthropic.ToolChoiceUnionParam{OfAny: &anthropic.ToolChoiceAnyParam{DisableParallelToolUse: anthropic.Bool(true)}},
-		Messages: []anthropic.MessageParam{
-			anthropic.NewUserMessage(anthropic.NewTextBlock("Weather in Paris?"), anthropic.NewImageBlockBase64("image/png", "iVBO")),
-			anthropic.NewAssistantMessage(anthropic.NewToolUseBlock("toolu_01", map[string]any{"city": "Paris"}, "get_weather")),
-			anthropic.NewUserMessage(anthropic.NewToolResultBlock("toolu_01", "18C", false)),
-		},
-	}
-	body, err := json.Marshal(params)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := DecodeRequest(body)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, body)
-	}
-	if !slices.Equal(r.System, []string{"Be terse.", "Use metric."}) || r.MaxTokens != 512 || *r.Temperature != 0.3 || r.User != "u-9" {
-		t.Errorf("fields: %s", jsonOf(r))
-	}
-	if r.ToolChoice.Mode != ir.ToolChoiceRequired || r.ParallelToolCalls == nil || *r.ParallelToolCalls {
-		t.Errorf("tool choice %+v parallel %v", r.ToolChoice, r.ParallelToolCalls)
-	}
-	if len(r.Tools) != 1 || !strings.Contains(string(r.Tools[0].Parameters), `"city"`) {
-		t.Errorf("tools %s", jsonOf(r.Tools))
-	}
-	if len(r.Messages) != 3 {
-		t.Fatalf("messages %s", jsonOf(r.Messages))
-	}
-	img := r.Messages[0].Parts[1]
-	call := r.Messages[1].Parts[0].ToolCall
-	res := r.Messages[2].Parts[0].ToolResult
-	if img.Media.MediaType != "image/png" || call.ID != "toolu_01" || string(call.Arguments) != `{"city":"Paris"}` || res.CallID != "toolu_01" || res.Content != "18C" {
-		t.Errorf("parts %s", jsonOf(r.Messages))
 	}
 }
 

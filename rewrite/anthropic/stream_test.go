@@ -1,20 +1,9 @@
 package anthropic
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
-	"math/rand/v2"
-	"net/http"
-	"net/http/httptest"
 	"reflect"
-	"strings"
 	"testing"
 
-	"github.com/anthropics/anthropic-sdk-go"
-	"github.com/anthropics/anthropic-sdk-go/option"
-
-	"github.com/detour-proxy/detour/rewrite"
 	"github.com/detour-proxy/detour/rewrite/ir"
 	"github.com/detour-proxy/detour/rewrite/sse"
 )
@@ -231,213 +220,32 @@ var (
 	}
 )
 
-// TestStreamEncoderSDK feeds the encoder's output through anthropic-sdk-go's
-// stream decoder and Message.Accumulate and checks what the app ends with.
-func TestStreamEncoderSDK(t *testing.T) {
+// TestStreamEncoderGolden holds the encoder's output for the Anthropic app's
+// three streams byte for byte, and to the framing the SDK relies on.
+// internal/sdkcheck's TestAnthropicCodecStreamEncoderSDK reads the same
+// streams with anthropic-sdk-go and checks what the app ends with.
+func TestStreamEncoderGolden(t *testing.T) {
 	opts := ir.StreamOptions{Model: "claude-sonnet-4-5"}
-	t.Run("text", func(t *testing.T) {
-		stream := encodeStream(opts, textEvents...)
-		golden(t, "stream_text.sse", stream)
-		checkStreamFraming(t, stream)
-		msg, _, err := sdkAccumulate(stream)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(msg.Content) != 1 || msg.Content[0].Text != "Hello, \"world\" <&>\n" {
-			t.Errorf("content %s", msg.RawJSON())
-		}
-		if msg.StopReason != "end_turn" || msg.Model != "claude-sonnet-4-5" || msg.ID != "msg_chatcmpl-1" {
-			t.Errorf("stop %q model %q id %q", msg.StopReason, msg.Model, msg.ID)
-		}
-		// Input known only at the end (OpenAI reports usage last).
-		if u := msg.Usage; u.InputTokens != 209 || u.CacheReadInputTokens != 1000 || u.OutputTokens != 3 {
-			t.Errorf("usage %+v", u)
-		}
-	})
-	t.Run("text then two tool calls", func(t *testing.T) {
-		stream := encodeStream(opts, toolEvents...)
-		golden(t, "stream_tools.sse", stream)
-		checkStreamFraming(t, stream)
-		msg, _, err := sdkAccumulate(stream)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(msg.Content) != 3 || msg.Content[0].Text != "Checking both." {
-			t.Fatalf("content %s", msg.RawJSON())
-		}
-		w, tm := msg.Content[1].AsToolUse(), msg.Content[2].AsToolUse()
-		if w.Name != "get_weather" || string(w.Input) != `{"city":"Paris"}` || ir.OriginalToolID(w.ID) != "call:w/1" {
-			t.Errorf("first call %+v input %s", w, w.Input)
-		}
-		if tm.Name != "get_time" || string(tm.Input) != `{"tz":"Europe/Paris"}` || tm.ID != "call_t" {
-			t.Errorf("second call %+v input %s", tm, tm.Input)
-		}
-		if msg.StopReason != "tool_use" {
-			t.Errorf("stop_reason %q", msg.StopReason)
-		}
-		if u := msg.Usage; u.InputTokens != 20 || u.OutputTokens != 25 {
-			t.Errorf("usage %+v", u)
-		}
-	})
-	t.Run("parameterless tool", func(t *testing.T) {
-		stream := encodeStream(opts, parameterlessEvents...)
-		golden(t, "stream_parameterless.sse", stream)
-		checkStreamFraming(t, stream)
-		msg, _, err := sdkAccumulate(stream)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(msg.Content) != 1 {
-			t.Fatalf("content %s", msg.RawJSON())
-		}
-		call := msg.Content[0].AsToolUse()
-		var args map[string]any
-		if err := json.Unmarshal(call.Input, &args); err != nil || len(args) != 0 || call.Name != "get_time" {
-			t.Errorf("call %+v input %q: %v", call, call.Input, err)
-		}
-		if msg.StopReason != "tool_use" || msg.Usage.InputTokens != 12 || msg.Usage.OutputTokens != 5 {
-			t.Errorf("stop %q usage %+v", msg.StopReason, msg.Usage)
-		}
-		// A client that concatenates partial_json itself (pitfall 9) must
-		// get an object too.
-		if !strings.Contains(string(stream), `"partial_json":"{}"`) {
-			t.Error(`no partial_json "{}" for the parameterless call`)
-		}
-	})
-	t.Run("thinking then text", func(t *testing.T) {
-		stream := encodeStream(opts,
-			ir.StreamEvent{Kind: ir.StreamThinking, Text: "Let me think."},
-			ir.StreamEvent{Kind: ir.StreamThinking, Signature: "c2ln"},
-			ir.StreamEvent{Kind: ir.StreamText, Text: "42"},
-			ir.StreamEvent{Kind: ir.StreamFinish, Finish: ir.FinishLength},
-		)
-		checkStreamFraming(t, stream)
-		msg, _, err := sdkAccumulate(stream)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(msg.Content) != 2 || msg.Content[0].Thinking != "Let me think." || msg.Content[0].Signature != "c2ln" || msg.Content[1].Text != "42" {
-			t.Errorf("content %s", msg.RawJSON())
-		}
-		if msg.StopReason != "max_tokens" || !strings.HasPrefix(msg.ID, "msg_") {
-			t.Errorf("stop %q id %q", msg.StopReason, msg.ID)
-		}
-	})
-}
-
-// TestStreamThroughSDKClient serves the encoder's output to a real
-// anthropic-sdk-go client, as detour serves an app: NewStreaming for the
-// stream, New for the complete message.
-func TestStreamThroughSDKClient(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			Stream bool `json:"stream"`
-		}
-		_ = json.NewDecoder(r.Body).Decode(&req)
-		if !req.Stream {
-			body, err := EncodeResponse(toolResponse(), "claude-sonnet-4-5")
-			if err != nil {
-				t.Error(err)
-			}
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write(body)
-			return
-		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		enc := NewStreamEncoder(ir.StreamOptions{Model: "claude-sonnet-4-5"})
-		var buf []byte
-		for _, ev := range toolEvents {
-			buf = enc.Encode(buf[:0], ev)
-			_, _ = w.Write(buf)
-			w.(http.Flusher).Flush()
-		}
-		_, _ = w.Write(enc.Close(buf[:0]))
-	}))
-	defer srv.Close()
-	client := anthropic.NewClient(option.WithBaseURL(srv.URL), option.WithAPIKey("test"), option.WithMaxRetries(0))
-	params := anthropic.MessageNewParams{
-		Model:     "claude-sonnet-4-5",
-		MaxTokens: 100,
-		Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Weather and time in Paris?"))},
-	}
-
-	msg, err := client.Messages.New(context.Background(), params)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkToolMessage(t, *msg)
-
-	stream := client.Messages.NewStreaming(context.Background(), params)
-	var acc anthropic.Message
-	for stream.Next() {
-		if err := acc.Accumulate(stream.Current()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := stream.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if len(acc.Content) != 3 || acc.StopReason != "tool_use" || string(acc.Content[1].Input) != `{"city":"Paris"}` || acc.Usage.OutputTokens != 25 {
-		t.Errorf("accumulated %s", acc.RawJSON())
-	}
-	// The replayed turn comes back through DecodeRequest with the
-	// original ids.
-	next := anthropic.MessageNewParams{Model: "m", MaxTokens: 1, Messages: []anthropic.MessageParam{acc.ToParam()}}
-	body, _ := json.Marshal(next)
-	r, err := DecodeRequest(body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if id := r.Messages[0].Parts[1].ToolCall.ID; id != "call:w/1" {
-		t.Errorf("replayed id %q", id)
+	for _, tc := range []struct {
+		name, file string
+		events     []ir.StreamEvent
+	}{
+		{"text", "stream_text.sse", textEvents},
+		{"text then two tool calls", "stream_tools.sse", toolEvents},
+		{"parameterless tool", "stream_parameterless.sse", parameterlessEvents},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stream := encodeStream(opts, tc.events...)
+			golden(t, tc.file, stream)
+			checkStreamFraming(t, stream)
+		})
 	}
 }
 
+// TestStreamEncoderEdges: the encoder's edge cases that need no SDK; those
+// the SDK reads are internal/sdkcheck's TestAnthropicCodecStreamEncoderEdges.
 func TestStreamEncoderEdges(t *testing.T) {
 	opts := ir.StreamOptions{Model: "claude-sonnet-4-5"}
-	t.Run("early end closes once", func(t *testing.T) {
-		e := NewStreamEncoder(opts)
-		out := e.Encode(nil, ir.StreamEvent{Kind: ir.StreamToolStart, Index: 0, ID: "a", Name: "f"})
-		out = e.Encode(out, ir.StreamEvent{Kind: ir.StreamToolArgs, Index: 0, Text: `{"x":1}`})
-		out = e.Close(out)
-		n := len(out)
-		out = e.Close(out)
-		out = e.Encode(out, ir.StreamEvent{Kind: ir.StreamText, Text: "late"})
-		if len(out) != n {
-			t.Errorf("output after Close: %s", out[n:])
-		}
-		checkStreamFraming(t, out)
-		msg, _, err := sdkAccumulate(out)
-		if err != nil || msg.StopReason != "tool_use" || string(msg.Content[0].Input) != `{"x":1}` {
-			t.Errorf("msg %s err %v", msg.RawJSON(), err)
-		}
-	})
-	t.Run("empty stream", func(t *testing.T) {
-		out := NewStreamEncoder(opts).Close(nil)
-		checkStreamFraming(t, out)
-		msg, _, err := sdkAccumulate(out)
-		if err != nil || len(msg.Content) != 0 || msg.StopReason != "end_turn" {
-			t.Errorf("msg %s err %v", msg.RawJSON(), err)
-		}
-	})
-	t.Run("error mid-stream ends it", func(t *testing.T) {
-		e := NewStreamEncoder(opts)
-		out := e.Encode(nil, ir.StreamEvent{Kind: ir.StreamText, Text: "partial"})
-		out = e.Encode(out, ir.StreamEvent{Kind: ir.StreamError, Err: nil})
-		n := len(out)
-		out = e.Close(out)
-		out = e.Encode(out, ir.StreamEvent{Kind: ir.StreamError})
-		if len(out) != n {
-			t.Errorf("output after the error: %s", out[n:])
-		}
-		if !bytes.HasSuffix(out, []byte("event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":\"The upstream server had an error while processing your request.\"}}\n\n")) {
-			t.Errorf("stream: %s", out)
-		}
-		_, _, err := sdkAccumulate(out)
-		if err == nil {
-			t.Error("SDK saw no error")
-		}
-	})
 	t.Run("error carries the upstream's class", func(t *testing.T) {
 		d := NewStreamDecoder()
 		evs, _ := d.Decode(sse.Event{Name: "error", Data: []byte(`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`)})
@@ -446,146 +254,4 @@ func TestStreamEncoderEdges(t *testing.T) {
 			t.Errorf("got %q want %q", out, want)
 		}
 	})
-	t.Run("arguments for a stopped or unknown call are dropped", func(t *testing.T) {
-		out := encodeStream(opts,
-			ir.StreamEvent{Kind: ir.StreamToolStart, Index: 0, ID: "a", Name: "f"},
-			ir.StreamEvent{Kind: ir.StreamToolArgs, Index: 0, Text: `{"x":1}`},
-			ir.StreamEvent{Kind: ir.StreamToolStart, Index: 1, ID: "b", Name: "g"},
-			ir.StreamEvent{Kind: ir.StreamToolArgs, Index: 0, Text: `{"late":1}`},
-			ir.StreamEvent{Kind: ir.StreamToolArgs, Index: 1, Text: ` {"y":2}`},
-			ir.StreamEvent{Kind: ir.StreamToolArgs, Index: 7, Text: `{"lost":true}`},
-		)
-		checkStreamFraming(t, out)
-		msg, _, err := sdkAccumulate(out)
-		if err != nil || string(msg.Content[0].Input) != `{"x":1}` || string(msg.Content[1].Input) != `{"y":2}` {
-			t.Errorf("msg %s err %v", msg.RawJSON(), err)
-		}
-		if strings.Contains(string(out), "late") || strings.Contains(string(out), "lost") {
-			t.Errorf("stray fragments sent: %s", out)
-		}
-	})
-	t.Run("tool_calls finish without calls is end_turn", func(t *testing.T) {
-		out := encodeStream(opts, ir.StreamEvent{Kind: ir.StreamText, Text: `{"a":1}`}, ir.StreamEvent{Kind: ir.StreamFinish, Finish: ir.FinishToolCalls})
-		msg, _, err := sdkAccumulate(out)
-		if err != nil || msg.StopReason != "end_turn" {
-			t.Errorf("stop %q err %v", msg.StopReason, err)
-		}
-	})
-	t.Run("model falls back to the upstream's", func(t *testing.T) {
-		out := encodeStream(ir.StreamOptions{}, ir.StreamEvent{Kind: ir.StreamStart, ID: "msg_x", Model: "up", Usage: ir.TokenUsage{Input: 5, CachedInput: 2}})
-		msg, _, err := sdkAccumulate(out)
-		if err != nil || msg.Model != "up" || msg.ID != "msg_x" || msg.Usage.InputTokens != 3 || msg.Usage.CacheReadInputTokens != 2 {
-			t.Errorf("msg %s err %v", msg.RawJSON(), err)
-		}
-		if strings.Count(string(out), `"input_tokens"`) != 1 {
-			t.Errorf("input restated though unchanged: %s", out)
-		}
-	})
-}
-
-// TestStreamAnthropicRoundTrip: an Anthropic stream decoded and encoded
-// again gives the app the same message as the original.
-func TestStreamAnthropicRoundTrip(t *testing.T) {
-	for _, stream := range []string{textStream, toolStream} {
-		want, _, err := sdkAccumulate([]byte(stream))
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := encodeStream(ir.StreamOptions{Model: "claude-sonnet-4-5"}, decodeStream(t, stream)...)
-		checkStreamFraming(t, out)
-		got, _, err := sdkAccumulate(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got.ID != want.ID || got.StopReason != want.StopReason || got.Usage.InputTokens != want.Usage.InputTokens ||
-			got.Usage.OutputTokens != want.Usage.OutputTokens || got.Usage.CacheReadInputTokens != want.Usage.CacheReadInputTokens || len(got.Content) != len(want.Content) {
-			t.Fatalf("got %s\nwant %s", got.RawJSON(), want.RawJSON())
-		}
-		for i := range want.Content {
-			g, w := got.Content[i], want.Content[i]
-			if g.Type != w.Type || g.Text != w.Text || g.Thinking != w.Thinking || g.Signature != w.Signature || g.ID != w.ID || g.Name != w.Name || string(g.Input) != string(w.Input) {
-				t.Errorf("block %d: got %s want %s", i, g.RawJSON(), w.RawJSON())
-			}
-		}
-	}
-}
-
-// TestStreamEncoderAnySequence: whatever order of events a decoder of
-// another vendor produces, the SDK accumulates the output without error,
-// every tool input ends as JSON, and the stop reason says tool_use exactly
-// when tool calls were sent (unless the answer was cut off or refused).
-func TestStreamEncoderAnySequence(t *testing.T) {
-	t.Parallel()
-	rng := rand.New(rand.NewPCG(1, 2))
-	frags := []string{"", " ", `{"a":`, `1}`, "text", "\"q\"", "\n", "é\u2028"}
-	for range 3000 {
-		var evs []ir.StreamEvent
-		tools, failed := 0, false
-		var finish ir.FinishReason
-		for range rng.IntN(12) {
-			ev := ir.StreamEvent{Kind: ir.StreamEventKind(1 + rng.IntN(8)), Text: frags[rng.IntN(len(frags))]}
-			switch ev.Kind {
-			case ir.StreamToolStart:
-				ev.Index, ev.ID, ev.Name = tools, "id "+string(rune('a'+tools)), "f"
-				tools++
-			case ir.StreamToolArgs:
-				ev.Index = rng.IntN(tools + 1)
-			case ir.StreamThinking:
-				if rng.IntN(2) == 0 {
-					ev.Signature = "sig"
-				}
-			case ir.StreamFinish:
-				ev.Finish = []ir.FinishReason{ir.FinishStop, ir.FinishLength, ir.FinishToolCalls, ir.FinishContentFilter}[rng.IntN(4)]
-				finish = ev.Finish
-			case ir.StreamUsage:
-				ev.Usage = ir.TokenUsage{Input: rng.Int64N(100), Output: rng.Int64N(100)}
-			case ir.StreamError:
-				if rng.IntN(3) != 0 {
-					continue // keep most sequences error-free
-				}
-				ev.Err = &rewrite.AppError{Class: "overloaded"}
-				failed = true
-			}
-			evs = append(evs, ev)
-			if failed {
-				break
-			}
-		}
-		out := encodeStream(ir.StreamOptions{Model: "m"}, evs...)
-		checkStreamFraming(t, out)
-		msg, _, err := sdkAccumulate(out)
-		if failed {
-			if err == nil {
-				t.Fatalf("error event not seen by the SDK: %s", out)
-			}
-			continue
-		}
-		if err != nil {
-			t.Fatalf("events %s\nstream %s\nerr %v", jsonOf(evs), out, err)
-		}
-		sentTool := false
-		for _, b := range msg.Content {
-			if b.Type == "tool_use" {
-				sentTool = true
-				if !json.Valid(b.Input) {
-					t.Errorf("tool input %q is not JSON", b.Input)
-				}
-			}
-		}
-		want := anthropic.StopReasonEndTurn
-		switch {
-		case finish == ir.FinishLength:
-			want = anthropic.StopReasonMaxTokens
-		case finish == ir.FinishContentFilter:
-			want = anthropic.StopReasonRefusal
-		case sentTool:
-			want = anthropic.StopReasonToolUse
-		}
-		if msg.StopReason != want {
-			t.Errorf("stop_reason %q, want %q", msg.StopReason, want)
-		}
-		if t.Failed() {
-			t.Fatalf("events %s\nstream %s", jsonOf(evs), out)
-		}
-	}
 }

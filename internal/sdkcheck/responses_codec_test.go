@@ -1,4 +1,4 @@
-package responses
+package sdkcheck
 
 import (
 	"context"
@@ -13,13 +13,15 @@ import (
 
 	"github.com/detour-proxy/detour/rewrite"
 	"github.com/detour-proxy/detour/rewrite/ir"
+	"github.com/detour-proxy/detour/rewrite/responses"
 )
 
-// These tests hold the encoders to the official openai-go SDK: what
-// detour writes for a Responses app must be what the SDK reads from OpenAI
-// (docs/vendors.md#openai-responses).
+// These tests hold rewrite/responses' encoders to the official openai-go
+// SDK: what detour writes for a Responses app must be what the SDK reads
+// from OpenAI (docs/vendors.md#openai-responses). The stream is the one of
+// rewrite/responses' stream tests.
 
-func sdkClient(t *testing.T, contentType string, body []byte) oai.Client {
+func responsesSDKClient(t *testing.T, contentType string, body []byte) oai.Client {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", contentType)
@@ -29,7 +31,7 @@ func sdkClient(t *testing.T, contentType string, body []byte) oai.Client {
 	return oai.NewClient(option.WithBaseURL(srv.URL), option.WithAPIKey("sk-test"), option.WithMaxRetries(0))
 }
 
-func TestSDKReadsEncodedResponse(t *testing.T) {
+func TestResponsesCodecSDKReadsEncodedResponse(t *testing.T) {
 	t.Parallel()
 	r := &ir.Response{ID: "chatcmpl-1", Model: "up", Created: 1700000000, Finish: ir.FinishToolCalls,
 		Parts: []ir.Part{
@@ -39,11 +41,11 @@ func TestSDKReadsEncodedResponse(t *testing.T) {
 			{Kind: ir.PartToolCall, ToolCall: &ir.ToolCall{ID: "call_1", Name: "get_weather", Arguments: json.RawMessage(`{"city":"Paris"}`)}},
 		},
 		Usage: ir.TokenUsage{Input: 12, Output: 7, CachedInput: 2, Reasoning: 3}}
-	body, err := EncodeResponse(r, "gpt-app")
+	body, err := responses.EncodeResponse(r, "gpt-app")
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := sdkClient(t, "application/json", body)
+	c := responsesSDKClient(t, "application/json", body)
 	got, err := c.Responses.New(context.Background(), oresp.ResponseNewParams{Model: "gpt-app", Input: oresp.ResponseNewParamsInputUnion{OfString: oai.String("hi")}})
 	if err != nil {
 		t.Fatal(err)
@@ -64,9 +66,9 @@ func TestSDKReadsEncodedResponse(t *testing.T) {
 	}
 }
 
-func TestSDKReadsEncodedStream(t *testing.T) {
+func TestResponsesCodecSDKReadsEncodedStream(t *testing.T) {
 	t.Parallel()
-	c := sdkClient(t, "text/event-stream", encodeAll(textAndTool...))
+	c := responsesSDKClient(t, "text/event-stream", responsesEncodeAll(responsesTextAndTool...))
 	st := c.Responses.NewStreaming(context.Background(), oresp.ResponseNewParams{Model: "gpt-app", Input: oresp.ResponseNewParamsInputUnion{OfString: oai.String("hi")}})
 	var text, args string
 	var completed *oresp.Response
@@ -98,12 +100,12 @@ func TestSDKReadsEncodedStream(t *testing.T) {
 	}
 }
 
-func TestSDKReadsStreamError(t *testing.T) {
+func TestResponsesCodecSDKReadsStreamError(t *testing.T) {
 	t.Parallel()
-	e := NewStreamEncoder(ir.StreamOptions{Model: "m"})
+	e := responses.NewStreamEncoder(ir.StreamOptions{Model: "m"})
 	out := e.Encode(nil, ir.StreamEvent{Kind: ir.StreamText, Text: "partial"})
 	out = e.Encode(out, ir.StreamEvent{Kind: ir.StreamError, Err: &rewrite.AppError{Status: 503, Class: "overloaded", Message: "busy"}})
-	c := sdkClient(t, "text/event-stream", out)
+	c := responsesSDKClient(t, "text/event-stream", out)
 	st := c.Responses.NewStreaming(context.Background(), oresp.ResponseNewParams{Model: "m", Input: oresp.ResponseNewParamsInputUnion{OfString: oai.String("hi")}})
 	var sawError, sawFailed bool
 	for st.Next() {
@@ -122,4 +124,26 @@ func TestSDKReadsStreamError(t *testing.T) {
 	if !sawError || !sawFailed {
 		t.Errorf("error event %v, response.failed %v; want both, as the SDK reads them", sawError, sawFailed)
 	}
+}
+
+// responsesEncodeAll runs events through a StreamEncoder and closes it.
+func responsesEncodeAll(evs ...ir.StreamEvent) []byte {
+	e := responses.NewStreamEncoder(ir.StreamOptions{Model: "gpt-app", Created: 1700000000})
+	var out []byte
+	for _, ev := range evs {
+		out = e.Encode(out, ev)
+	}
+	return e.Close(out)
+}
+
+var responsesTextAndTool = []ir.StreamEvent{
+	{Kind: ir.StreamStart, ID: "msg_01abc", Model: "claude"},
+	{Kind: ir.StreamText, Text: "Let me "},
+	{Kind: ir.StreamThinking, Text: "hidden"},
+	{Kind: ir.StreamText, Text: "look."},
+	{Kind: ir.StreamToolStart, Index: 0, ID: "toolu_1", Name: "get_weather"},
+	{Kind: ir.StreamToolArgs, Index: 0, Text: `{"city":`},
+	{Kind: ir.StreamToolArgs, Index: 0, Text: `"Paris"}`},
+	{Kind: ir.StreamFinish, Finish: ir.FinishToolCalls},
+	{Kind: ir.StreamUsage, Usage: ir.TokenUsage{Input: 20, Output: 9, CachedInput: 4}},
 }

@@ -1,8 +1,4 @@
-// These tests prove that google.golang.org/genai, the official Go SDK, reads
-// what the encoders write exactly as it reads Gemini, and that what it sends
-// decodes.
-
-package gemini
+package sdkcheck
 
 import (
 	"context"
@@ -19,18 +15,24 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/detour-proxy/detour/rewrite"
+	"github.com/detour-proxy/detour/rewrite/gemini"
 	"github.com/detour-proxy/detour/rewrite/ir"
 )
+
+// These tests prove that google.golang.org/genai, the official Go SDK, reads
+// what rewrite/gemini's encoders write exactly as it reads Gemini, and that
+// what it sends decodes. The answer and the streams are those of
+// rewrite/gemini's response and stream tests.
 
 // fakeGemini is a Gemini endpoint that answers every request with the next
 // canned body and records what the SDK sent.
 type fakeGemini struct {
 	mu       sync.Mutex
 	answers  [][]byte
-	requests []recorded
+	requests []geminiRecorded
 }
 
-type recorded struct {
+type geminiRecorded struct {
 	path string
 	body []byte
 }
@@ -38,7 +40,7 @@ type recorded struct {
 func (f *fakeGemini) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	f.mu.Lock()
-	f.requests = append(f.requests, recorded{r.URL.Path, body})
+	f.requests = append(f.requests, geminiRecorded{r.URL.Path, body})
 	answer := f.answers[0]
 	f.answers = f.answers[1:]
 	f.mu.Unlock()
@@ -50,8 +52,8 @@ func (f *fakeGemini) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(answer)
 }
 
-// client returns a genai client talking to a fake that gives answers.
-func client(t *testing.T, answers ...[]byte) (*genai.Client, *fakeGemini) {
+// genaiClient returns a genai genaiClient talking to a fake that gives answers.
+func genaiClient(t *testing.T, answers ...[]byte) (*genai.Client, *fakeGemini) {
 	t.Helper()
 	fake := &fakeGemini{answers: answers}
 	srv := httptest.NewServer(fake)
@@ -66,10 +68,10 @@ func client(t *testing.T, answers ...[]byte) (*genai.Client, *fakeGemini) {
 	return c, fake
 }
 
-// TestGenAIDecodesEncodeResponse decodes EncodeResponse straight into
+// TestGeminiCodecGenAIDecodesEncodeResponse decodes EncodeResponse straight into
 // genai's types.
-func TestGenAIDecodesEncodeResponse(t *testing.T) {
-	b, err := EncodeResponse(sampleResponse(), "gemini-2.5-flash")
+func TestGeminiCodecGenAIDecodesEncodeResponse(t *testing.T) {
+	b, err := gemini.EncodeResponse(geminiSampleResponse(), "gemini-2.5-flash")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,10 +79,10 @@ func TestGenAIDecodesEncodeResponse(t *testing.T) {
 	if err := json.Unmarshal(b, &resp); err != nil {
 		t.Fatal(err)
 	}
-	checkSampleResponse(t, &resp)
+	checkGeminiSampleResponse(t, &resp)
 }
 
-func checkSampleResponse(t *testing.T, resp *genai.GenerateContentResponse) {
+func checkGeminiSampleResponse(t *testing.T, resp *genai.GenerateContentResponse) {
 	t.Helper()
 	if got := resp.Text(); got != "Let me check <that>." {
 		t.Errorf("Text() = %q", got)
@@ -104,11 +106,11 @@ func checkSampleResponse(t *testing.T, resp *genai.GenerateContentResponse) {
 	}
 }
 
-// TestGenAIGenerateContent: the SDK's request decodes, and our answer reads
+// TestGeminiCodecGenAIGenerateContent: the SDK's request decodes, and our answer reads
 // as Gemini's.
-func TestGenAIGenerateContent(t *testing.T) {
-	answer, _ := EncodeResponse(sampleResponse(), "gemini-2.5-flash")
-	c, fake := client(t, answer)
+func TestGeminiCodecGenAIGenerateContent(t *testing.T) {
+	answer, _ := gemini.EncodeResponse(geminiSampleResponse(), "gemini-2.5-flash")
+	c, fake := genaiClient(t, answer)
 	temp := float32(0.5)
 	resp, err := c.Models.GenerateContent(context.Background(), "gemini-2.5-flash",
 		[]*genai.Content{
@@ -130,14 +132,14 @@ func TestGenAIGenerateContent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkSampleResponse(t, resp)
+	checkGeminiSampleResponse(t, resp)
 
 	req := fake.requests[0]
 	model, method, ok := rewrite.GeminiModelFromPath(req.path)
 	if !ok || model != "gemini-2.5-flash" || method != "generateContent" {
 		t.Fatalf("path %s", req.path)
 	}
-	r, err := DecodeRequest(req.body, model, false)
+	r, err := gemini.DecodeRequest(req.body, model, false)
 	if err != nil {
 		t.Fatalf("DecodeRequest of go-genai's body: %v\n%s", err, req.body)
 	}
@@ -147,14 +149,14 @@ func TestGenAIGenerateContent(t *testing.T) {
 		result.CallID != "call_req_0" || result.Content != "18C" || r.MaxTokens != 100 || *r.Temperature != 0.5 ||
 		string(r.Tools[0].Parameters) != `{"properties":{"city":{"type":"string"}},"required":["city"],"type":"object"}` ||
 		*r.ToolChoice != (ir.ToolChoice{Mode: ir.ToolChoiceTool, Name: "get_weather"}) {
-		t.Errorf("go-genai's request decoded to\n%s\nfrom\n%s", indentJSON(t, r), req.body)
+		t.Errorf("go-genai's request decoded to\n%s\nfrom\n%s", marshalIndent(t, r), req.body)
 	}
 }
 
-// TestGenAIStream reads encoded streams with the SDK's own stream reader.
-func TestGenAIStream(t *testing.T) {
+// TestGeminiCodecGenAIStream reads encoded streams with the SDK's own stream reader.
+func TestGeminiCodecGenAIStream(t *testing.T) {
 	o := ir.StreamOptions{Model: "gemini-2.5-flash"}
-	c, _ := client(t, encodeStream(o, textEvents...), encodeStream(o, toolEvents...))
+	c, _ := genaiClient(t, geminiEncodeStream(o, geminiTextEvents...), geminiEncodeStream(o, geminiToolEvents...))
 
 	var text, thoughts strings.Builder
 	var last *genai.GenerateContentResponse
@@ -196,13 +198,13 @@ func TestGenAIStream(t *testing.T) {
 	}
 }
 
-// TestGenAIStreamError: the in-stream error detour sends after a 200
+// TestGeminiCodecGenAIStreamError: the in-stream error detour sends after a 200
 // surfaces in go-genai as an APIError with the upstream's code.
-func TestGenAIStreamError(t *testing.T) {
-	e := NewStreamEncoder(ir.StreamOptions{Model: "gemini-2.5-flash"})
+func TestGeminiCodecGenAIStreamError(t *testing.T) {
+	e := gemini.NewStreamEncoder(ir.StreamOptions{Model: "gemini-2.5-flash"})
 	stream := e.Encode(nil, ir.StreamEvent{Kind: ir.StreamText, Text: "Hel"})
 	stream = e.Encode(stream, ir.StreamEvent{Kind: ir.StreamError, Err: &rewrite.AppError{Status: 503, Class: "overloaded", Message: "busy"}})
-	c, _ := client(t, stream)
+	c, _ := genaiClient(t, stream)
 	var text string
 	var gotErr error
 	for resp, err := range c.Models.GenerateContentStream(context.Background(), "gemini-2.5-flash", genai.Text("Hi"), nil) {
@@ -218,16 +220,16 @@ func TestGenAIStreamError(t *testing.T) {
 	}
 }
 
-// TestGenAIChatToolRoundTrip: a go-genai chat that gets a call from
+// TestGeminiCodecGenAIChatToolRoundTrip: a go-genai chat that gets a call from
 // another vendor (with its id) sends the call back with that id and a
 // response without one; DecodeRequest pairs them by name.
-func TestGenAIChatToolRoundTrip(t *testing.T) {
-	first, _ := EncodeResponse(&ir.Response{
+func TestGeminiCodecGenAIChatToolRoundTrip(t *testing.T) {
+	first, _ := gemini.EncodeResponse(&ir.Response{
 		ID: "msg_1", Parts: []ir.Part{{Kind: ir.PartToolCall, ToolCall: &ir.ToolCall{ID: "toolu_01A", Name: "get_weather", Arguments: json.RawMessage(`{"city":"Paris"}`)}}},
 		Finish: ir.FinishToolCalls,
 	}, "gemini-2.5-flash")
-	second, _ := EncodeResponse(&ir.Response{ID: "msg_2", Parts: []ir.Part{{Kind: ir.PartText, Text: "18C in Paris."}}, Finish: ir.FinishStop}, "gemini-2.5-flash")
-	c, fake := client(t, first, second)
+	second, _ := gemini.EncodeResponse(&ir.Response{ID: "msg_2", Parts: []ir.Part{{Kind: ir.PartText, Text: "18C in Paris."}}, Finish: ir.FinishStop}, "gemini-2.5-flash")
+	c, fake := genaiClient(t, first, second)
 	chat, err := c.Chats.Create(context.Background(), "gemini-2.5-flash", nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -244,13 +246,71 @@ func TestGenAIChatToolRoundTrip(t *testing.T) {
 	if resp.Text() != "18C in Paris." {
 		t.Errorf("final answer %q", resp.Text())
 	}
-	r, err := DecodeRequest(fake.requests[1].body, "gemini-2.5-flash", false)
+	r, err := gemini.DecodeRequest(fake.requests[1].body, "gemini-2.5-flash", false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	gotCall := r.Messages[1].Parts[0].ToolCall
 	gotResult := r.Messages[2].Parts[0].ToolResult
 	if gotCall.ID != "toolu_01A" || gotResult.CallID != "toolu_01A" || gotResult.Name != "get_weather" || gotResult.Content != "18C" {
-		t.Errorf("second request decoded to\n%s\nfrom\n%s", indentJSON(t, r), fake.requests[1].body)
+		t.Errorf("second request decoded to\n%s\nfrom\n%s", marshalIndent(t, r), fake.requests[1].body)
 	}
 }
+
+// geminiEncodeStream runs events through a StreamEncoder and Close.
+func geminiEncodeStream(o ir.StreamOptions, evs ...ir.StreamEvent) []byte {
+	e := gemini.NewStreamEncoder(o)
+	var out []byte
+	for _, ev := range evs {
+		out = e.Encode(out, ev)
+	}
+	return e.Close(out)
+}
+
+// geminiSampleResponse is an answer as another vendor's decoder produces it.
+func geminiSampleResponse() *ir.Response {
+	return &ir.Response{
+		ID: "chatcmpl-9", Model: "gpt-4o", Created: 1735689600,
+		Parts: []ir.Part{
+			{Kind: ir.PartThinking, Text: "Plan: call the tool.", Signature: "anthropic-sig"},
+			{Kind: ir.PartText, Text: "Let me check <that>."},
+			{Kind: ir.PartText, Text: ""},
+			{Kind: ir.PartToolCall, ToolCall: &ir.ToolCall{ID: "call_1", Name: "get_weather", Arguments: json.RawMessage(`{"city": "Paris"}`)}},
+			{Kind: ir.PartToolCall, ToolCall: &ir.ToolCall{ID: "call_2", Name: "get_time", Arguments: json.RawMessage(`not json`), ThoughtSignature: "not base64!"}},
+		},
+		Finish: ir.FinishToolCalls,
+		Usage:  ir.TokenUsage{Input: 120, CachedInput: 100, Output: 45, Reasoning: 15},
+	}
+}
+
+// jsonString renders v compactly, for comparing parts of decoded JSON.
+func jsonString(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// The streams of rewrite/gemini's stream tests.
+var (
+	geminiTextEvents = []ir.StreamEvent{
+		{Kind: ir.StreamStart, ID: "msg_01", Model: "claude-sonnet-4-5", Usage: ir.TokenUsage{Input: 9}},
+		{Kind: ir.StreamThinking, Text: "Greet back."},
+		{Kind: ir.StreamThinking, Signature: "EqQBCg=="},
+		{Kind: ir.StreamText, Text: "Hi"},
+		{Kind: ir.StreamText, Text: ""},
+		{Kind: ir.StreamText, Text: "! \"quoted\"\nnew line <b>"},
+		{Kind: ir.StreamFinish, Finish: ir.FinishStop},
+		{Kind: ir.StreamUsage, Usage: ir.TokenUsage{Input: 9, Output: 6, Reasoning: 3}},
+	}
+	// geminiToolEvents are what an OpenAI decoder produces for two parallel
+	// calls whose arguments arrive in fragments, usage after the finish.
+	geminiToolEvents = []ir.StreamEvent{
+		{Kind: ir.StreamStart, ID: "chatcmpl-2", Model: "gpt-4o"},
+		{Kind: ir.StreamToolStart, Index: 0, ID: "call_1", Name: "get_weather"},
+		{Kind: ir.StreamToolArgs, Index: 0, Text: `{"city":`},
+		{Kind: ir.StreamToolArgs, Index: 0, Text: "\n  \"Paris\"}"},
+		{Kind: ir.StreamToolStart, Index: 1, ID: "call_2", Name: "get_time", Signature: "c2lnbmF0dXJl"},
+		{Kind: ir.StreamToolArgs, Index: 1, Text: `{"tz":`},
+		{Kind: ir.StreamFinish, Finish: ir.FinishToolCalls},
+		{Kind: ir.StreamUsage, Usage: ir.TokenUsage{Input: 20, Output: 15}},
+	}
+)

@@ -1,4 +1,4 @@
-package fakevendor
+package sdkcheck
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
 
+	fv "github.com/detour-proxy/detour/internal/fakevendor"
 	"github.com/detour-proxy/detour/rewrite"
 )
 
@@ -31,7 +32,7 @@ func anthropicParams() anthropic.MessageNewParams {
 
 func TestAnthropicSDKMessage(t *testing.T) {
 	t.Parallel()
-	v, srv := serve(t, rewrite.Anthropic, Options{Name: "beta"})
+	v, srv := serve(t, rewrite.Anthropic, fv.Options{Name: "beta"})
 	client := anthropicClient(srv.URL)
 
 	msg, err := client.Messages.New(context.Background(), anthropicParams())
@@ -58,7 +59,7 @@ func TestAnthropicSDKMessage(t *testing.T) {
 
 func TestAnthropicSDKStream(t *testing.T) {
 	t.Parallel()
-	v, srv := serve(t, rewrite.Anthropic, Options{Name: "beta", Chunks: 2})
+	v, srv := serve(t, rewrite.Anthropic, fv.Options{Name: "beta", Chunks: 2})
 	client := anthropicClient(srv.URL)
 
 	stream := client.Messages.NewStreaming(context.Background(), anthropicParams())
@@ -95,8 +96,8 @@ func TestAnthropicSDKStream(t *testing.T) {
 
 func TestAnthropicSDKStreamErrorEarly(t *testing.T) {
 	t.Parallel()
-	v, srv := serve(t, rewrite.Anthropic, Options{})
-	v.Script(Fault{Kind: StreamErrorEarly})
+	v, srv := serve(t, rewrite.Anthropic, fv.Options{})
+	v.Script(fv.Fault{Kind: fv.StreamErrorEarly})
 	client := anthropicClient(srv.URL)
 
 	stream := client.Messages.NewStreaming(context.Background(), anthropicParams())
@@ -127,17 +128,17 @@ func TestAnthropicSDKStreamErrorEarly(t *testing.T) {
 func TestAnthropicSDKStatusErrors(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		fault      Fault
+		fault      fv.Fault
 		wantStatus int
 		wantType   string
 	}{
-		{Fault{Kind: Status, Class: ClassOverloaded}, 529, "overloaded_error"},
-		{Fault{Kind: Status, Class: ClassSpendLimit}, 429, "rate_limit_error"},
-		{Fault{Kind: Status, Class: ClassCreditBalance}, 400, "invalid_request_error"},
-		{Fault{Kind: Status, Class: ClassAuth}, 401, "authentication_error"},
+		{fv.Fault{Kind: fv.Status, Class: fv.ClassOverloaded}, 529, "overloaded_error"},
+		{fv.Fault{Kind: fv.Status, Class: fv.ClassSpendLimit}, 429, "rate_limit_error"},
+		{fv.Fault{Kind: fv.Status, Class: fv.ClassCreditBalance}, 400, "invalid_request_error"},
+		{fv.Fault{Kind: fv.Status, Class: fv.ClassAuth}, 401, "authentication_error"},
 	} {
 		t.Run(tc.fault.String(), func(t *testing.T) {
-			v, srv := serve(t, rewrite.Anthropic, Options{})
+			v, srv := serve(t, rewrite.Anthropic, fv.Options{})
 			v.Script(tc.fault)
 			client := anthropicClient(srv.URL)
 			_, err := client.Messages.New(context.Background(), anthropicParams())

@@ -1,16 +1,16 @@
-package fakevendor
+package sdkcheck
 
 import (
 	"context"
 	"encoding/json"
 	"reflect"
-	"strings"
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/shared"
 
+	fv "github.com/detour-proxy/detour/internal/fakevendor"
 	"github.com/detour-proxy/detour/rewrite"
 )
 
@@ -67,7 +67,7 @@ func TestOpenAISDKToolRoundTrip(t *testing.T) {
 	t.Parallel()
 	for _, stream := range []bool{false, true} {
 		t.Run(map[bool]string{false: "json", true: "stream"}[stream], func(t *testing.T) {
-			v, srv := serve(t, rewrite.OpenAI, Options{Name: "alpha"})
+			v, srv := serve(t, rewrite.OpenAI, fv.Options{Name: "alpha"})
 			client := openaiClient(srv.URL)
 			params := openaiParams()
 			params.Tools = openaiSDKTools()
@@ -127,10 +127,10 @@ func TestOpenAISDKToolRoundTrip(t *testing.T) {
 
 			reqs := v.Requests()
 			if !reflect.DeepEqual(reqs[0].Tools, []string{"get_weather", "get_time"}) ||
-				!reflect.DeepEqual(reqs[0].ToolCalls, []ToolCall{{ID: "call_fake000001_0", Name: "get_weather", Arguments: weatherArgs}}) {
+				!reflect.DeepEqual(reqs[0].ToolCalls, []fv.ToolCall{{ID: "call_fake000001_0", Name: "get_weather", Arguments: weatherArgs}}) {
 				t.Errorf("first request: tools %q, calls %+v", reqs[0].Tools, reqs[0].ToolCalls)
 			}
-			if want := []ToolResult{{ID: "call_fake000001_0", Name: "get_weather", Content: toolOutput}}; !reflect.DeepEqual(reqs[1].ToolResults, want) {
+			if want := []fv.ToolResult{{ID: "call_fake000001_0", Name: "get_weather", Content: toolOutput}}; !reflect.DeepEqual(reqs[1].ToolResults, want) {
 				t.Errorf("second request: results %+v; want %+v", reqs[1].ToolResults, want)
 			}
 		})
@@ -139,7 +139,7 @@ func TestOpenAISDKToolRoundTrip(t *testing.T) {
 
 func TestOpenAISDKParallelToolStream(t *testing.T) {
 	t.Parallel()
-	v, srv := serve(t, rewrite.OpenAI, Options{ParallelTools: true})
+	v, srv := serve(t, rewrite.OpenAI, fv.Options{ParallelTools: true})
 	client := openaiClient(srv.URL)
 	params := openaiParams()
 	params.Tools = openaiSDKTools()
@@ -150,7 +150,7 @@ func TestOpenAISDKParallelToolStream(t *testing.T) {
 	if acc.Choices[0].FinishReason != "tool_calls" || len(msg.ToolCalls) != 2 {
 		t.Fatalf("finish %q calls %+v; want two", acc.Choices[0].FinishReason, msg.ToolCalls)
 	}
-	for i, want := range []ToolCall{
+	for i, want := range []fv.ToolCall{
 		{ID: "call_fake000001_0", Name: "get_weather", Arguments: weatherArgs},
 		{ID: "call_fake000001_1", Name: "get_time", Arguments: timeArgs},
 	} {
@@ -183,7 +183,7 @@ func TestOpenAISDKParallelToolStream(t *testing.T) {
 
 func TestOpenAISDKForcedTool(t *testing.T) {
 	t.Parallel()
-	_, srv := serve(t, rewrite.OpenAI, Options{ParallelTools: true})
+	_, srv := serve(t, rewrite.OpenAI, fv.Options{ParallelTools: true})
 	client := openaiClient(srv.URL)
 	params := openaiParams()
 	params.Tools = openaiSDKTools()
@@ -231,7 +231,7 @@ func TestAnthropicSDKToolRoundTrip(t *testing.T) {
 	t.Parallel()
 	for _, stream := range []bool{false, true} {
 		t.Run(map[bool]string{false: "json", true: "stream"}[stream], func(t *testing.T) {
-			v, srv := serve(t, rewrite.Anthropic, Options{Name: "beta"})
+			v, srv := serve(t, rewrite.Anthropic, fv.Options{Name: "beta"})
 			client := anthropicClient(srv.URL)
 			params := anthropicParams()
 			params.Tools = anthropicSDKTools()
@@ -274,7 +274,7 @@ func TestAnthropicSDKToolRoundTrip(t *testing.T) {
 			}
 
 			reqs := v.Requests()
-			if want := []ToolResult{{ID: "toolu_fake000001_0", Name: "get_weather", Content: toolOutput}}; !reflect.DeepEqual(reqs[1].ToolResults, want) {
+			if want := []fv.ToolResult{{ID: "toolu_fake000001_0", Name: "get_weather", Content: toolOutput}}; !reflect.DeepEqual(reqs[1].ToolResults, want) {
 				t.Errorf("recorded results %+v; want %+v", reqs[1].ToolResults, want)
 			}
 			if !reflect.DeepEqual(reqs[0].Tools, []string{"get_weather", "get_time"}) {
@@ -286,7 +286,7 @@ func TestAnthropicSDKToolRoundTrip(t *testing.T) {
 
 func TestAnthropicSDKParallelToolStream(t *testing.T) {
 	t.Parallel()
-	v, srv := serve(t, rewrite.Anthropic, Options{ParallelTools: true})
+	v, srv := serve(t, rewrite.Anthropic, fv.Options{ParallelTools: true})
 	client := anthropicClient(srv.URL)
 	params := anthropicParams()
 	params.Tools = anthropicSDKTools()
@@ -326,7 +326,7 @@ func TestAnthropicSDKParallelToolStream(t *testing.T) {
 
 func TestAnthropicSDKForcedTool(t *testing.T) {
 	t.Parallel()
-	v, srv := serve(t, rewrite.Anthropic, Options{})
+	v, srv := serve(t, rewrite.Anthropic, fv.Options{})
 	client := anthropicClient(srv.URL)
 	params := anthropicParams()
 	params.Tools = anthropicSDKTools()
@@ -340,97 +340,5 @@ func TestAnthropicSDKForcedTool(t *testing.T) {
 	}
 	if got := v.Requests()[0].ToolChoice; got != "get_time" {
 		t.Errorf("recorded tool choice %q", got)
-	}
-}
-
-// --- Gemini, over plain HTTP ---
-
-func TestGeminiToolRoundTrip(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		name   string
-		opts   Options
-		stream bool
-	}{
-		{"json", Options{}, false},
-		{"stream", Options{}, true},
-		{"json ids", Options{GeminiIDs: true}, false},
-		{"stream ids", Options{GeminiIDs: true}, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			v, srv := serve(t, rewrite.Gemini, tc.opts)
-			// decode reads the answer: the one JSON body, or the SSE events.
-			decode := func(body []byte) []geminiToolAnswer {
-				if !tc.stream {
-					var a geminiToolAnswer
-					if err := json.Unmarshal(body, &a); err != nil {
-						t.Fatalf("%v: %s", err, body)
-					}
-					return []geminiToolAnswer{a}
-				}
-				var out []geminiToolAnswer
-				for _, e := range parseSSE(t, body) {
-					var a geminiToolAnswer
-					if err := json.Unmarshal([]byte(e.data), &a); err != nil {
-						t.Fatalf("%v: %s", err, e.data)
-					}
-					out = append(out, a)
-				}
-				return out
-			}
-
-			// 1. The call: whole, in one chunk, with finishReason STOP.
-			chunks := decode(mustPost(t, srv.URL+toolPath(rewrite.Gemini, tc.stream), toolBody(rewrite.Gemini, tc.stream, "")).body)
-			if len(chunks) != 1 || len(chunks[0].Candidates) != 1 {
-				t.Fatalf("%d chunks; want the call in one", len(chunks))
-			}
-			cand := chunks[0].Candidates[0]
-			if cand.FinishReason != "STOP" || cand.Content.Role != "model" || len(cand.Content.Parts) != 1 || cand.Content.Parts[0].FunctionCall == nil {
-				t.Fatalf("candidate = %+v; want one functionCall part, STOP", cand)
-			}
-			part := cand.Content.Parts[0]
-			fc := part.FunctionCall
-			if fc.Name != "get_weather" || string(fc.Args) != weatherArgs {
-				t.Errorf("functionCall = %s %s", fc.Name, fc.Args)
-			}
-			if u := chunks[0].UsageMetadata; u.CandidatesTokenCount != (len("get_weather")+len(weatherArgs))/4+1 {
-				t.Errorf("usage = %+v", u)
-			}
-			if (fc.ID != nil) != tc.opts.GeminiIDs || (part.ThoughtSignature != nil) != tc.opts.GeminiIDs {
-				t.Errorf("id %v, thoughtSignature %v; want both iff GeminiIDs", fc.ID, part.ThoughtSignature)
-			}
-
-			// 2. The result: echo the model turn (with its id and
-			// signature), then the function response.
-			modelTurn, _ := json.Marshal(map[string]any{"role": "model", "parts": []any{part}})
-			response := map[string]any{"name": fc.Name, "response": map[string]any{"output": toolOutput}}
-			if fc.ID != nil {
-				response["id"] = *fc.ID
-			}
-			userTurn, _ := json.Marshal(map[string]any{"role": "user", "parts": []any{map[string]any{"functionResponse": response}}})
-			body := `{` + geminiTools + `,"contents":[{"role":"user","parts":[{"text":"Weather in Paris?"}]},` + string(modelTurn) + `,` + string(userTurn) + `]}`
-			var text strings.Builder
-			chunks = decode(mustPost(t, srv.URL+toolPath(rewrite.Gemini, tc.stream), body).body)
-			for _, c := range chunks {
-				for _, p := range c.Candidates[0].Content.Parts {
-					if p.FunctionCall != nil {
-						t.Errorf("answer to the result calls %s", p.FunctionCall.Name)
-					}
-					text.WriteString(p.Text)
-				}
-			}
-			if want := "The tool said: " + toolOutput; text.String() != want || chunks[len(chunks)-1].Candidates[0].FinishReason != "STOP" {
-				t.Errorf("answer %q; want %q with STOP", text.String(), want)
-			}
-
-			r := v.Requests()[1]
-			want := []ToolResult{{Name: "get_weather", Content: toolOutput}}
-			if tc.opts.GeminiIDs {
-				want[0].ID = "fc_fake000001_0"
-			}
-			if !reflect.DeepEqual(r.ToolResults, want) || !reflect.DeepEqual(r.Tools, []string{"get_weather", "get_time"}) {
-				t.Errorf("recorded results %+v tools %q; want %+v", r.ToolResults, r.Tools, want)
-			}
-		})
 	}
 }

@@ -1,4 +1,4 @@
-package openai
+package sdkcheck
 
 import (
 	"bytes"
@@ -20,22 +20,26 @@ import (
 
 	"github.com/detour-proxy/detour/rewrite"
 	"github.com/detour-proxy/detour/rewrite/ir"
+	"github.com/detour-proxy/detour/rewrite/openai"
+	"github.com/detour-proxy/detour/rewrite/sse"
 )
 
-// These tests hold the encoders to the official openai-go SDK: whatever
-// detour translates must be what the SDK would have got from OpenAI
-// (docs/vendors.md#openai-go).
+// These tests hold rewrite/openai's encoders to the official openai-go
+// SDK: whatever detour translates must be what the SDK would have got from
+// OpenAI (docs/vendors.md#openai-go). The answer and the streams are those
+// of rewrite/openai's tests, whose request fuzz target (which needs no SDK)
+// stays there.
 
-// sdkServer is a stand-in for detour: it records every request body and
+// openaiSDKServer is a stand-in for detour: it records every request body and
 // answers with the next canned body.
-type sdkServer struct {
+type openaiSDKServer struct {
 	mu      sync.Mutex
 	bodies  [][]byte
 	answers [][]byte
 	stream  bool
 }
 
-func (s *sdkServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *openaiSDKServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	s.mu.Lock()
 	n := len(s.bodies)
@@ -49,16 +53,16 @@ func (s *sdkServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(s.answers[n])
 }
 
-func newSDKClient(t *testing.T, s *sdkServer) oai.Client {
+func newOpenAISDKClient(t *testing.T, s *openaiSDKServer) oai.Client {
 	t.Helper()
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
 	return oai.NewClient(option.WithBaseURL(srv.URL), option.WithAPIKey("sk-test"), option.WithMaxRetries(0))
 }
 
-// toolAnswer is an answer as another vendor's decoder gives it: thinking,
+// openaiToolAnswer is an answer as another vendor's decoder gives it: thinking,
 // text, then a tool call, with Anthropic's end_turn-style "stop" finish.
-var toolAnswer = &ir.Response{
+var openaiToolAnswer = &ir.Response{
 	ID: "msg_01", Model: "claude-sonnet-4-5", Created: testCreated,
 	Parts: []ir.Part{
 		{Kind: ir.PartThinking, Text: "The user wants weather.", Signature: "sig"},
@@ -69,11 +73,11 @@ var toolAnswer = &ir.Response{
 	Usage:  ir.TokenUsage{Input: 120, Output: 30, CachedInput: 100, Reasoning: 7},
 }
 
-// TestSDKDecodesEncodedResponse: a translated answer decodes into
+// TestOpenAICodecSDKDecodesEncodedResponse: a translated answer decodes into
 // openai.ChatCompletion with the text, the tool call, the finish reason
 // and the usage where the SDK puts them.
-func TestSDKDecodesEncodedResponse(t *testing.T) {
-	body, err := EncodeResponse(toolAnswer, "gpt-4o")
+func TestOpenAICodecSDKDecodesEncodedResponse(t *testing.T) {
+	body, err := openai.EncodeResponse(openaiToolAnswer, "gpt-4o")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,9 +113,9 @@ func TestSDKDecodesEncodedResponse(t *testing.T) {
 	}
 
 	// Only tool calls: content is null, which the SDK reads as "".
-	onlyTool := *toolAnswer
+	onlyTool := *openaiToolAnswer
 	onlyTool.Parts = onlyTool.Parts[2:]
-	body, err = EncodeResponse(&onlyTool, "gpt-4o")
+	body, err = openai.EncodeResponse(&onlyTool, "gpt-4o")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,17 +128,17 @@ func TestSDKDecodesEncodedResponse(t *testing.T) {
 	}
 }
 
-// TestSDKToolRoundTrip runs a whole tool round trip through the real
+// TestOpenAICodecSDKToolRoundTrip runs a whole tool round trip through the real
 // client: the app asks, gets a translated tool call, appends it with
 // ToParam and a tool result, and asks again. The second request decodes
 // into the IR another vendor's encoder needs (arguments as an object, the
 // result tied to the call's id and name).
-func TestSDKToolRoundTrip(t *testing.T) {
-	first, err := EncodeResponse(toolAnswer, "gpt-4o")
+func TestOpenAICodecSDKToolRoundTrip(t *testing.T) {
+	first, err := openai.EncodeResponse(openaiToolAnswer, "gpt-4o")
 	if err != nil {
 		t.Fatal(err)
 	}
-	final, err := EncodeResponse(&ir.Response{
+	final, err := openai.EncodeResponse(&ir.Response{
 		ID: "msg_02", Created: testCreated,
 		Parts:  []ir.Part{{Kind: ir.PartText, Text: "18°C in Paris."}},
 		Finish: ir.FinishStop, Usage: ir.TokenUsage{Input: 150, Output: 8},
@@ -142,8 +146,8 @@ func TestSDKToolRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &sdkServer{answers: [][]byte{first, final}}
-	client := newSDKClient(t, s)
+	s := &openaiSDKServer{answers: [][]byte{first, final}}
+	client := newOpenAISDKClient(t, s)
 	ctx := context.Background()
 	params := oai.ChatCompletionNewParams{
 		Model: "gpt-4o",
@@ -185,7 +189,7 @@ func TestSDKToolRoundTrip(t *testing.T) {
 		t.Errorf("final answer %q", got)
 	}
 
-	r, err := DecodeRequest(s.bodies[1])
+	r, err := openai.DecodeRequest(s.bodies[1])
 	if err != nil {
 		t.Fatalf("DecodeRequest(%s): %v", s.bodies[1], err)
 	}
@@ -216,8 +220,8 @@ func TestSDKToolRoundTrip(t *testing.T) {
 	}
 }
 
-// dataLines returns the data of every event of an encoded stream.
-func dataLines(t *testing.T, stream []byte) [][]byte {
+// openaiDataLines returns the data of every event of an encoded stream.
+func openaiDataLines(t *testing.T, stream []byte) [][]byte {
 	t.Helper()
 	if !bytes.HasSuffix(stream, []byte("\n\n")) {
 		t.Fatalf("stream does not end with a blank line: %q", stream)
@@ -233,13 +237,13 @@ func dataLines(t *testing.T, stream []byte) [][]byte {
 	return out
 }
 
-// accumulate feeds every chunk of an encoded stream to a
+// openaiAccumulate feeds every chunk of an encoded stream to a
 // ChatCompletionAccumulator, as an app does, and checks the stream ends
 // with [DONE].
-func accumulate(t *testing.T, stream []byte) oai.ChatCompletionAccumulator {
+func openaiAccumulate(t *testing.T, stream []byte) oai.ChatCompletionAccumulator {
 	t.Helper()
 	var acc oai.ChatCompletionAccumulator
-	lines := dataLines(t, stream)
+	lines := openaiDataLines(t, stream)
 	if string(lines[len(lines)-1]) != "[DONE]" {
 		t.Fatalf("stream does not end with [DONE]: %q", lines[len(lines)-1])
 	}
@@ -255,9 +259,9 @@ func accumulate(t *testing.T, stream []byte) oai.ChatCompletionAccumulator {
 	return acc
 }
 
-// textStream is a text answer the way an Anthropic decoder delivers it:
+// openaiTextStream is a text answer the way an Anthropic decoder delivers it:
 // input usage at the start, output usage before the finish.
-var textStream = []ir.StreamEvent{
+var openaiTextStream = []ir.StreamEvent{
 	{Kind: ir.StreamStart, ID: "msg_01", Model: "claude-sonnet-4-5", Usage: ir.TokenUsage{Input: 9, Output: 1}},
 	{Kind: ir.StreamThinking, Text: "Greet back."},
 	{Kind: ir.StreamText, Text: "Hi"},
@@ -267,9 +271,9 @@ var textStream = []ir.StreamEvent{
 	{Kind: ir.StreamFinish, Finish: ir.FinishStop},
 }
 
-// parallelToolStream is two parallel tool calls whose argument fragments
+// openaiParallelToolStream is two parallel tool calls whose argument fragments
 // interleave, finished with "stop" as Gemini and Anthropic decoders may say.
-var parallelToolStream = []ir.StreamEvent{
+var openaiParallelToolStream = []ir.StreamEvent{
 	{Kind: ir.StreamStart, ID: "r1", Model: "gemini-2.5-flash"},
 	{Kind: ir.StreamToolStart, Index: 0, ID: "call_a", Name: "get_weather"},
 	{Kind: ir.StreamToolArgs, Index: 0, Text: `{"city":`},
@@ -280,10 +284,10 @@ var parallelToolStream = []ir.StreamEvent{
 	{Kind: ir.StreamFinish, Finish: ir.FinishStop},
 }
 
-func TestSDKAccumulatesTextStream(t *testing.T) {
+func TestOpenAICodecSDKAccumulatesTextStream(t *testing.T) {
 	for _, includeUsage := range []bool{true, false} {
-		stream := encodeEvents(textStream, ir.StreamOptions{Model: "gpt-4o", IncludeUsage: includeUsage, Created: testCreated})
-		acc := accumulate(t, stream)
+		stream := openaiEncodeEvents(openaiTextStream, ir.StreamOptions{Model: "gpt-4o", IncludeUsage: includeUsage, Created: testCreated})
+		acc := openaiAccumulate(t, stream)
 		if acc.ID != "chatcmpl-msg_01" || acc.Model != "gpt-4o" || len(acc.Choices) != 1 {
 			t.Fatalf("include_usage=%v: id %q model %q choices %d", includeUsage, acc.ID, acc.Model, len(acc.Choices))
 		}
@@ -308,9 +312,9 @@ func TestSDKAccumulatesTextStream(t *testing.T) {
 	}
 }
 
-func TestSDKAccumulatesParallelToolCalls(t *testing.T) {
-	stream := encodeEvents(parallelToolStream, ir.StreamOptions{Model: "gpt-4o", IncludeUsage: true, Created: testCreated})
-	acc := accumulate(t, stream)
+func TestOpenAICodecSDKAccumulatesParallelToolCalls(t *testing.T) {
+	stream := openaiEncodeEvents(openaiParallelToolStream, ir.StreamOptions{Model: "gpt-4o", IncludeUsage: true, Created: testCreated})
+	acc := openaiAccumulate(t, stream)
 	ch := acc.Choices[0]
 	if ch.FinishReason != "tool_calls" {
 		t.Errorf("finish_reason %q; want tool_calls", ch.FinishReason)
@@ -336,20 +340,20 @@ func TestSDKAccumulatesParallelToolCalls(t *testing.T) {
 	}
 }
 
-// TestSDKStreamThroughClient reads translated streams with the real
+// TestOpenAICodecSDKStreamThroughClient reads translated streams with the real
 // client's NewStreaming: the text arrives, [DONE] ends the stream cleanly,
 // and an in-stream error ends it with an ssestream.StreamError.
-func TestSDKStreamThroughClient(t *testing.T) {
-	ok := encodeEvents(textStream, ir.StreamOptions{Model: "gpt-4o", IncludeUsage: true})
-	e := NewStreamEncoder(ir.StreamOptions{Model: "gpt-4o"})
+func TestOpenAICodecSDKStreamThroughClient(t *testing.T) {
+	ok := openaiEncodeEvents(openaiTextStream, ir.StreamOptions{Model: "gpt-4o", IncludeUsage: true})
+	e := openai.NewStreamEncoder(ir.StreamOptions{Model: "gpt-4o"})
 	var failed []byte
 	failed = e.Encode(failed, ir.StreamEvent{Kind: ir.StreamStart, ID: "x"})
 	failed = e.Encode(failed, ir.StreamEvent{Kind: ir.StreamText, Text: "par"})
 	failed = e.Encode(failed, ir.StreamEvent{Kind: ir.StreamError, Err: &rewrite.AppError{Class: "overloaded", Message: "upstream overloaded"}})
 	failed = e.Close(failed)
 
-	s := &sdkServer{stream: true, answers: [][]byte{ok, failed}}
-	client := newSDKClient(t, s)
+	s := &openaiSDKServer{stream: true, answers: [][]byte{ok, failed}}
+	client := newOpenAISDKClient(t, s)
 	params := oai.ChatCompletionNewParams{
 		Model:         "gpt-4o",
 		Messages:      []oai.ChatCompletionMessageParamUnion{oai.UserMessage("hi")},
@@ -385,21 +389,107 @@ func TestSDKStreamThroughClient(t *testing.T) {
 		t.Errorf("text before the error %q", text.String())
 	}
 
-	r, err := DecodeRequest(s.bodies[0])
+	r, err := openai.DecodeRequest(s.bodies[0])
 	if err != nil || !r.Stream || !r.IncludeUsage {
 		t.Errorf("the SDK's streaming request decodes to stream=%v include_usage=%v (%v)", r.Stream, r.IncludeUsage, err)
 	}
 }
 
-func ptr[T any](v T) *T { return &v }
+// The fuzz targets hold the decoders to: no panic, and either an error or
+// an IR that encodes to valid JSON which decodes again (for streams: which
+// openai-go accumulates without refusing a chunk). Run one with, e.g.,
+// go test -run '^$' -fuzz FuzzOpenAICodecStreamDecoder -fuzztime 30s ./internal/sdkcheck/
 
-// normalizeRequest round-trips r through JSON so that equal requests
-// compare equal whatever the spacing of their raw JSON fields.
-func normalizeRequest(t *testing.T, r *ir.Request) any {
+func FuzzOpenAICodecDecodeResponse(f *testing.F) {
+	addSeeds(f, openaiTestdata, "responses/*.json")
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r, err := openai.DecodeResponse(body)
+		if err != nil {
+			return
+		}
+		out, err := openai.EncodeResponse(r, "gpt-4o")
+		if err != nil {
+			t.Fatalf("EncodeResponse of a decoded response: %v", err)
+		}
+		if !json.Valid(out) {
+			t.Fatalf("EncodeResponse wrote invalid JSON: %s", out)
+		}
+		var c oai.ChatCompletion
+		if err := json.Unmarshal(out, &c); err != nil {
+			t.Fatalf("openai-go cannot decode %s: %v", out, err)
+		}
+		if _, err := openai.DecodeResponse(out); err != nil {
+			t.Fatalf("own output %s does not decode: %v", out, err)
+		}
+	})
+}
+
+func FuzzOpenAICodecStreamDecoder(f *testing.F) {
+	addSeeds(f, openaiTestdata, "streams/*.sse")
+	f.Add([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":7,\"function\":{\"arguments\":\"x\"}}]}}]}\n\n"))
+	f.Fuzz(func(t *testing.T, stream []byte) {
+		rd := sse.NewReader(bytes.NewReader(stream))
+		d := openai.NewStreamDecoder()
+		e := openai.NewStreamEncoder(ir.StreamOptions{Model: "gpt-4o", IncludeUsage: true, Created: testCreated})
+		var out []byte
+		for {
+			ev, err := rd.Next()
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				return
+			}
+			evs, err := d.Decode(ev)
+			if err != nil {
+				continue
+			}
+			for _, x := range evs {
+				out = e.Encode(out, x)
+			}
+		}
+		out = e.Close(out)
+		checkOpenAIAppStream(t, out)
+	})
+}
+
+// checkOpenAIAppStream checks an encoded stream the way openai-go reads it: every
+// event one data line of JSON (or [DONE]), every chunk accepted by the
+// accumulator, and detour's own decoder reading it without error.
+func checkOpenAIAppStream(t *testing.T, out []byte) {
 	t.Helper()
-	var v any
-	if err := json.Unmarshal(marshalIndent(t, r), &v); err != nil {
-		t.Fatal(err)
+	var acc oai.ChatCompletionAccumulator
+	d := openai.NewStreamDecoder()
+	rd := sse.NewReader(bytes.NewReader(out))
+	for {
+		ev, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.HasPrefix(ev.Raw, []byte("data: ")) || bytes.Count(ev.Raw, []byte("\n")) != 2 {
+			t.Fatalf("event is not one data line: %q", ev.Raw)
+		}
+		if string(ev.Data) == "[DONE]" {
+			continue
+		}
+		if !json.Valid(ev.Data) {
+			t.Fatalf("invalid JSON %s", ev.Data)
+		}
+		if _, err := d.Decode(ev); err != nil {
+			t.Fatalf("own output %s does not decode: %v", ev.Data, err)
+		}
+		var c oai.ChatCompletionChunk
+		if err := json.Unmarshal(ev.Data, &c); err != nil {
+			t.Fatalf("openai-go cannot decode %s: %v", ev.Data, err)
+		}
+		if bytes.Contains(ev.Data, []byte(`"error"`)) && c.ID == "" {
+			continue // the in-stream error event, which ends the SDK's stream
+		}
+		if !acc.AddChunk(c) {
+			t.Fatalf("accumulator refused %s", ev.Data)
+		}
 	}
-	return v
 }

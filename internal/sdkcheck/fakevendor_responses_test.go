@@ -1,4 +1,4 @@
-package fakevendor
+package sdkcheck
 
 import (
 	"context"
@@ -10,13 +10,14 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
+	fv "github.com/detour-proxy/detour/internal/fakevendor"
 	"github.com/detour-proxy/detour/rewrite"
 )
 
 // The Responses fake is read by openai-go's own Responses client: what the
 // SDK parses is what the fake must send.
 
-func responsesClient(t *testing.T, v *Vendor) openai.Client {
+func responsesClient(t *testing.T, v *fv.Vendor) openai.Client {
 	t.Helper()
 	srv := httptest.NewServer(v)
 	t.Cleanup(srv.Close)
@@ -32,7 +33,7 @@ func responsesTool() responses.ToolUnionParam {
 
 func TestResponsesFakeAnswersTheSDK(t *testing.T) {
 	t.Parallel()
-	v := New(rewrite.OpenAIResponses, Options{Name: "resp"})
+	v := fv.New(rewrite.OpenAIResponses, fv.Options{Name: "resp"})
 	c := responsesClient(t, v)
 	ctx := context.Background()
 	r, err := c.Responses.New(ctx, responses.ResponseNewParams{Model: "gpt-4.1", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}})
@@ -65,7 +66,7 @@ func TestResponsesFakeAnswersTheSDK(t *testing.T) {
 
 func TestResponsesFakeToolRoundTrip(t *testing.T) {
 	t.Parallel()
-	v := New(rewrite.OpenAIResponses, Options{Name: "resp"})
+	v := fv.New(rewrite.OpenAIResponses, fv.Options{Name: "resp"})
 	c := responsesClient(t, v)
 	ctx := context.Background()
 	params := responses.ResponseNewParams{Model: "gpt-4.1", Tools: []responses.ToolUnionParam{responsesTool()},
@@ -89,7 +90,7 @@ func TestResponsesFakeToolRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := ToolResultPrefix + toolOutput; r.OutputText() != want {
+	if want := fv.ToolResultPrefix + toolOutput; r.OutputText() != want {
 		t.Errorf("text %q; want %q", r.OutputText(), want)
 	}
 	if got := v.Requests()[1].ToolResults; len(got) != 1 || got[0].Name != "get_weather" {
@@ -99,8 +100,8 @@ func TestResponsesFakeToolRoundTrip(t *testing.T) {
 
 func TestResponsesFakeErrors(t *testing.T) {
 	t.Parallel()
-	v := New(rewrite.OpenAIResponses, Options{Name: "resp"})
-	v.Script(Fault{Kind: Status, Class: ClassRateLimit}, Fault{Kind: StreamErrorMid, Class: ClassServerError})
+	v := fv.New(rewrite.OpenAIResponses, fv.Options{Name: "resp"})
+	v.Script(fv.Fault{Kind: fv.Status, Class: fv.ClassRateLimit}, fv.Fault{Kind: fv.StreamErrorMid, Class: fv.ClassServerError})
 	c := responsesClient(t, v)
 	ctx := context.Background()
 	_, err := c.Responses.New(ctx, responses.ResponseNewParams{Model: "gpt-4.1", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}})
