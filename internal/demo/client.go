@@ -17,7 +17,9 @@ import (
 // status other than 2xx is an error, a body that is not JSON is an error,
 // and a stream is read event by event until [DONE] or its end, an event
 // carrying an "error" member or one that is not JSON being an error. The
-// package's tests hold it to that with openai-go itself.
+// package's tests hold it to the requests and answer verdicts recorded in
+// testdata/openai_go.json, and internal/sdkcheck holds openai-go itself to
+// the same file, so the demo's test binary need not link the SDK.
 type client struct {
 	baseURL string // ends in /
 	apiKey  string
