@@ -1,6 +1,6 @@
 // Command servechild is `detour serve` for the load harness's profile
 // mode: proxy.Serve with the options detour serve gives it (the log to
-// stderr, batched), and the harness's measuring window (profwin) beside
+// stderr, batched; the heap floor), and the harness's measuring window (profwin) beside
 // it. It is a binary of its own, not a mode of the harness, so that the
 // bare proxy the harness runs does not carry detour's packages (their
 // globals are scanned by every GC cycle).
@@ -34,7 +34,7 @@ func main() {
 	done := make(chan struct{})
 	wctx, wcancel := context.WithCancel(ctx)
 	go func() { profwin.Run(wctx, *window); close(done) }()
-	err := proxy.Serve(ctx, proxy.Options{PolicyPath: *pol, Stderr: os.Stderr, BatchLog: true})
+	err := proxy.Serve(ctx, proxy.Options{PolicyPath: *pol, Stderr: os.Stderr, BatchLog: true, HeapFloor: true})
 	wcancel()
 	<-done
 	if err != nil {
