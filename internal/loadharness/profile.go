@@ -54,6 +54,7 @@ func profile(args []string, stdout, stderr io.Writer) error {
 	detourEnv := fs.String("detour-env", "", "environment for detour's process, space-separated KEY=VALUE (e.g. GOGC=200 GODEBUG=gctrace=1)")
 	childB := fs.String("b", "", "a second servechild binary, measured beside the first in the same runs as detour-b (a before/after comparison)")
 	envB := fs.String("b-env", "", "environment for detour-b (with no -b: the same binary as detour)")
+	hz := fs.Int("hz", 0, "CPU profile rate of every proxy (0: pprof's 100 Hz; above the kernel's tick rate samples are lost)")
 	strace := fs.Bool("strace", false, "count each proxy's system calls over its first measured run (strace -c -f); ptrace slows that run, and the profile with it")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -103,7 +104,7 @@ func profile(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	bc, err := startChild([]string{self, "bare-prof", "-upstream", vsrv.URL, "-window", filepath.Join(*out, "bare")}, *out, *cpu,
+	bc, err := startChild([]string{self, "bare-prof", "-upstream", vsrv.URL, "-window", filepath.Join(*out, "bare"), "-hz", strconv.Itoa(*hz)}, *out, *cpu,
 		func(line []byte) (string, string, bool) {
 			a, ok := bytes.CutPrefix(line, []byte(bareReadyLine))
 			return string(a), "", ok
@@ -120,7 +121,7 @@ func profile(args []string, stdout, stderr io.Writer) error {
 			// the one taskset started.
 			args = append([]string{"env"}, strings.Fields(env)...)
 		}
-		args = append(args, bin, "-policy", polPath, "-window", filepath.Join(*out, name), "-memprofilerate", strconv.Itoa(*memRate))
+		args = append(args, bin, "-policy", polPath, "-window", filepath.Join(*out, name), "-memprofilerate", strconv.Itoa(*memRate), "-hz", strconv.Itoa(*hz))
 		dc, err := startDetourArgs(args, *out, *cpu)
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
@@ -320,6 +321,7 @@ func bareProf(args []string, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	upstream := fs.String("upstream", "", "base URL of the vendor to proxy to")
 	window := fs.String("window", "", "prefix of the profile and stats files")
+	hz := fs.Int("hz", 0, "CPU profile rate (0: 100 Hz)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -335,7 +337,7 @@ func bareProf(args []string, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	done := make(chan struct{})
-	go func() { profwin.Run(ctx, *window); close(done) }()
+	go func() { profwin.Run(ctx, *window, *hz); close(done) }()
 	go func() {
 		<-ctx.Done()
 		_ = srv.Close()

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
 	"syscall"
@@ -66,7 +67,8 @@ func read() []float64 {
 // Run serves the window until ctx ends: SIGUSR1 starts a CPU profile into
 // prefix.prof and notes the runtime's counts, SIGUSR2 stops it and writes
 // the counts' growth to prefix.stats (whole: written aside, then renamed).
-func Run(ctx context.Context, prefix string) {
+// hz is the profile's sampling rate (0: pprof's 100 Hz).
+func Run(ctx context.Context, prefix string, hz int) {
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGUSR1, syscall.SIGUSR2)
 	defer signal.Stop(sig)
@@ -86,6 +88,11 @@ func Run(ctx context.Context, prefix string) {
 				if f, err = os.Create(prefix + ".prof"); err != nil {
 					fmt.Fprintln(os.Stderr, "profile:", err)
 					continue
+				}
+				if hz > 0 && hz != 100 {
+					// Set before StartCPUProfile, which then keeps it
+					// (and says on stderr that it could not set its own).
+					runtime.SetCPUProfileRate(hz)
 				}
 				if err := pprof.StartCPUProfile(f); err != nil {
 					fmt.Fprintln(os.Stderr, "profile:", err)

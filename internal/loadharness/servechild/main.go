@@ -25,6 +25,7 @@ func main() {
 	pol := flag.String("policy", "", "policy file")
 	window := flag.String("window", "", "prefix of the profile and stats files")
 	memRate := flag.Int("memprofilerate", 0, "runtime.MemProfileRate for the heap profile (0: the runtime's default)")
+	hz := flag.Int("hz", 0, "CPU profile rate (0: 100 Hz)")
 	flag.Parse()
 	if *memRate > 0 {
 		runtime.MemProfileRate = *memRate
@@ -33,7 +34,7 @@ func main() {
 	defer stop()
 	done := make(chan struct{})
 	wctx, wcancel := context.WithCancel(ctx)
-	go func() { profwin.Run(wctx, *window); close(done) }()
+	go func() { profwin.Run(wctx, *window, *hz); close(done) }()
 	err := proxy.Serve(ctx, proxy.Options{PolicyPath: *pol, Stderr: os.Stderr, BatchLog: true, HeapFloor: true})
 	wcancel()
 	<-done
