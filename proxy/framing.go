@@ -210,7 +210,10 @@ func (f *framingScanner) onLine(line []byte) {
 			f.state = stOff
 			return
 		}
+		// By length first: most headers are none of the three, and a
+		// length compare spares them the case-folding compares.
 		switch {
+		case len(name) != len("Content-Length") && len(name) != len("Transfer-Encoding") && len(name) != len("Upgrade"):
 		case bytes.EqualFold(name, []byte("Content-Length")):
 			v := bytes.TrimSpace(value)
 			if f.clCount == 0 {

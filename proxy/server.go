@@ -399,6 +399,11 @@ func loopbackHost(hostport string) bool {
 	if h == "localhost" {
 		return true
 	}
+	// Most base-URL requests name 127.0.0.1: netip parses it without the
+	// allocation net.ParseIP makes. (A zone is refused, as ParseIP does.)
+	if a, err := netip.ParseAddr(h); err == nil && a.Zone() == "" && a.Unmap().IsLoopback() {
+		return true
+	}
 	// An IP literal of this machine is fine too (detour listening on a pod
 	// address): DNS rebinding needs a name, and a name is refused.
 	ip := net.ParseIP(h)

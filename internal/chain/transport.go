@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"maps"
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/detour-proxy/detour/internal/cloud"
@@ -30,8 +32,10 @@ type Transports struct {
 	// vendors in memory through it.
 	Override http.RoundTripper
 
+	// m is read without a lock by every attempt; mu orders the rare
+	// writers, each of which stores a new map (copy on write).
 	mu sync.Mutex
-	m  map[transportKey]*http.Transport
+	m  atomic.Pointer[map[transportKey]*http.Transport]
 	// cloud holds the cloud upstreams' credentials (internal/chain/cloud.go).
 	cloud cloud.Registry
 }
@@ -48,25 +52,35 @@ func (t *Transports) For(u *policy.Upstream) http.RoundTripper {
 		return t.Override
 	}
 	k := transportKey{caHash: u.CAHash, connect: u.Timeouts.Connect}
+	if m := t.m.Load(); m != nil {
+		if tr, ok := (*m)[k]; ok {
+			return tr
+		}
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if tr, ok := t.m[k]; ok {
-		return tr
+	old := t.m.Load()
+	if old != nil {
+		if tr, ok := (*old)[k]; ok {
+			return tr
+		}
 	}
-	if t.m == nil {
-		t.m = map[transportKey]*http.Transport{}
+	m := make(map[transportKey]*http.Transport, 1)
+	if old != nil {
+		maps.Copy(m, *old)
 	}
 	tr := NewTransport(u.Timeouts.Connect, u.RootCAs, t.Dial)
-	t.m[k] = tr
+	m[k] = tr
+	t.m.Store(&m)
 	return tr
 }
 
 // CloseIdle closes idle connections of every transport.
 func (t *Transports) CloseIdle() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, tr := range t.m {
-		tr.CloseIdleConnections()
+	if m := t.m.Load(); m != nil {
+		for _, tr := range *m {
+			tr.CloseIdleConnections()
+		}
 	}
 }
 

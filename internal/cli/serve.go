@@ -27,6 +27,6 @@ func Serve(builtin []byte) Command {
 				path = "policy.json"
 			}
 		}
-		return transparent.serve(ctx, stderr, proxy.Options{PolicyPath: path, BuiltinPolicy: builtin, Stderr: stderr, BatchLog: true})
+		return transparent.serve(ctx, stderr, proxy.Options{PolicyPath: path, BuiltinPolicy: builtin, Stderr: stderr, BatchLog: true, HeapFloor: true})
 	}
 }

@@ -8,6 +8,7 @@
 //	go run ./internal/loadharness streams -n 1000
 //	go run ./internal/loadharness bodies -n 16 -size 30000000 [-retry] [-chunked]
 //	go run ./internal/loadharness compare [-readme README.md]
+//	go run ./internal/loadharness profile [-c 16] [-for 2s] [-reps 8] [-strace] [-b BIN | -b-env ENV]
 //
 // streams opens N streaming chat requests through detour (base-URL mode),
 // waits until every one has received its first content event, and reports
@@ -32,6 +33,10 @@
 // time to first token goes as the client and the vendor see it
 // (streamsplit.go), and -stream-warm (a diagnostic, never for the README)
 // calls each proxy once, unstreamed, right before each of its streams.
+//
+// profile runs compare's requests-per-second load against detour and the
+// bare proxy and writes each one's CPU profile and runtime counts over the
+// measured runs (profile.go): where the CPU per request goes.
 //
 // Linux only (it reads /proc). The proxy may be pinned to one core with
 // --cpu (taskset), so that its figures do not depend on the load generator.
@@ -71,6 +76,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, "usage: go run ./internal/loadharness streams [-n N] [--settle 5s] [--cpu 1] [--detour BIN]")
 		fmt.Fprintln(stdout, "       go run ./internal/loadharness bodies [-n N] [-size BYTES] [-chunked] [-retry] [-policy-extra JSON] [--cpu 1] [--detour BIN]")
 		fmt.Fprintln(stdout, "       go run ./internal/loadharness compare [-readme README.md] [-phases latency,rps,stream,rss] [-bench-n 300] [-cpu 1] [-gen-cpu 0] [-stream-warm] [-detour BIN]")
+		fmt.Fprintln(stdout, "       go run ./internal/loadharness profile [-c 16] [-for 2s] [-reps 8] [-out DIR] [-strace] [-b SERVECHILD] [-b-env ENV] [-detour-env ENV]")
 		return nil
 	}
 	switch args[0] {
@@ -84,8 +90,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return compare(args[1:], stdout, stderr)
 	case "bare":
 		return bare(args[1:], stderr)
+	case "profile":
+		return profile(args[1:], stdout, stderr)
+	case "bare-prof":
+		return bareProf(args[1:], stderr)
 	default:
-		return fmt.Errorf("unknown command %q (known: streams, bodies, compare, footprint)", args[0])
+		return fmt.Errorf("unknown command %q (known: streams, bodies, compare, footprint, profile)", args[0])
 	}
 }
 
