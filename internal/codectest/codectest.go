@@ -8,6 +8,7 @@ package codectest
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"testing"
 
@@ -50,4 +51,29 @@ func DecodeStream(t testing.TB, d StreamDecoder, stream string) []ir.StreamEvent
 		out = append(out, got...)
 	}
 	return out
+}
+
+// MarshalIndent renders an IR value as indented JSON for diffs, without
+// HTML escaping so that text reads as sent.
+func MarshalIndent(t testing.TB, v any) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// NormalizeRequest round-trips r through JSON so that equal requests
+// compare equal whatever the spacing of their raw JSON fields.
+func NormalizeRequest(t testing.TB, r *ir.Request) any {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(MarshalIndent(t, r), &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
 }

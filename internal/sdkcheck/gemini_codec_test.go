@@ -14,6 +14,7 @@ import (
 
 	"google.golang.org/genai"
 
+	"github.com/detour-proxy/detour/internal/codectest"
 	"github.com/detour-proxy/detour/rewrite"
 	"github.com/detour-proxy/detour/rewrite/gemini"
 	"github.com/detour-proxy/detour/rewrite/ir"
@@ -149,7 +150,7 @@ func TestGeminiCodecGenAIGenerateContent(t *testing.T) {
 		result.CallID != "call_req_0" || result.Content != "18C" || r.MaxTokens != 100 || *r.Temperature != 0.5 ||
 		string(r.Tools[0].Parameters) != `{"properties":{"city":{"type":"string"}},"required":["city"],"type":"object"}` ||
 		*r.ToolChoice != (ir.ToolChoice{Mode: ir.ToolChoiceTool, Name: "get_weather"}) {
-		t.Errorf("go-genai's request decoded to\n%s\nfrom\n%s", marshalIndent(t, r), req.body)
+		t.Errorf("go-genai's request decoded to\n%s\nfrom\n%s", codectest.MarshalIndent(t, r), req.body)
 	}
 }
 
@@ -253,7 +254,7 @@ func TestGeminiCodecGenAIChatToolRoundTrip(t *testing.T) {
 	gotCall := r.Messages[1].Parts[0].ToolCall
 	gotResult := r.Messages[2].Parts[0].ToolResult
 	if gotCall.ID != "toolu_01A" || gotResult.CallID != "toolu_01A" || gotResult.Name != "get_weather" || gotResult.Content != "18C" {
-		t.Errorf("second request decoded to\n%s\nfrom\n%s", marshalIndent(t, r), fake.requests[1].body)
+		t.Errorf("second request decoded to\n%s\nfrom\n%s", codectest.MarshalIndent(t, r), fake.requests[1].body)
 	}
 }
 
