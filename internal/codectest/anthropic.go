@@ -153,3 +153,35 @@ var (
 		{Kind: ir.StreamUsage, Usage: ir.TokenUsage{Input: 12, Output: 5}},
 	}
 )
+
+// AnthropicToolResponse is an OpenAI-decoded answer: text, then two calls,
+// one with an id Anthropic refuses and one with non-object arguments;
+// finish "stop" though it called tools.
+func AnthropicToolResponse() *ir.Response {
+	return &ir.Response{
+		ID:    "chatcmpl-123",
+		Model: "gpt-4o-2024-08-06",
+		Parts: []ir.Part{
+			{Kind: ir.PartThinking, Text: "The user wants weather."},
+			{Kind: ir.PartText, Text: "Let me check <both> & more."},
+			{Kind: ir.PartToolCall, ToolCall: &ir.ToolCall{ID: "call:a/1", Name: "get_weather", Arguments: json.RawMessage(`{"city":"Paris"}`)}},
+			{Kind: ir.PartToolCall, ToolCall: &ir.ToolCall{ID: "call_b", Name: "get_time", Arguments: json.RawMessage(`[1]`)}},
+		},
+		Finish: ir.FinishStop,
+		Usage:  ir.TokenUsage{Input: 1200, CachedInput: 1000, Output: 40},
+	}
+}
+
+// AnthropicID reports whether id is a tool-use id Anthropic accepts:
+// letters, digits, '_' and '-', not empty.
+func AnthropicID(id string) bool {
+	if id == "" {
+		return false
+	}
+	for _, c := range id {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

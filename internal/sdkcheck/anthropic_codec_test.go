@@ -133,7 +133,7 @@ func TestAnthropicCodecStreamThroughSDKClient(t *testing.T) {
 		}
 		_ = json.NewDecoder(r.Body).Decode(&req)
 		if !req.Stream {
-			body, err := codec.EncodeResponse(anthropicToolResponse(), "claude-sonnet-4-5")
+			body, err := codec.EncodeResponse(codectest.AnthropicToolResponse(), "claude-sonnet-4-5")
 			if err != nil {
 				t.Error(err)
 			}
@@ -380,28 +380,10 @@ func TestAnthropicCodecStreamEncoderAnySequence(t *testing.T) {
 	}
 }
 
-// anthropicToolResponse is an OpenAI-decoded answer: text, then two calls, one with
-// an id Anthropic refuses and one with non-object arguments; finish "stop"
-// though it called tools.
-func anthropicToolResponse() *ir.Response {
-	return &ir.Response{
-		ID:    "chatcmpl-123",
-		Model: "gpt-4o-2024-08-06",
-		Parts: []ir.Part{
-			{Kind: ir.PartThinking, Text: "The user wants weather."},
-			{Kind: ir.PartText, Text: "Let me check <both> & more."},
-			{Kind: ir.PartToolCall, ToolCall: &ir.ToolCall{ID: "call:a/1", Name: "get_weather", Arguments: json.RawMessage(`{"city":"Paris"}`)}},
-			{Kind: ir.PartToolCall, ToolCall: &ir.ToolCall{ID: "call_b", Name: "get_time", Arguments: json.RawMessage(`[1]`)}},
-		},
-		Finish: ir.FinishStop,
-		Usage:  ir.TokenUsage{Input: 1200, CachedInput: 1000, Output: 40},
-	}
-}
-
 // TestAnthropicCodecEncodeResponseSDK decodes EncodeResponse's output into the SDK's
 // Message, as client.Messages.New does.
 func TestAnthropicCodecEncodeResponseSDK(t *testing.T) {
-	body, err := codec.EncodeResponse(anthropicToolResponse(), "claude-sonnet-4-5")
+	body, err := codec.EncodeResponse(codectest.AnthropicToolResponse(), "claude-sonnet-4-5")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -438,7 +420,7 @@ func checkAnthropicToolMessage(t *testing.T, msg anthropic.Message) {
 	if err := json.Unmarshal(calls[0].Input, &args); err != nil || args["city"] != "Paris" || calls[0].Name != "get_weather" {
 		t.Errorf("call 0: %+v %v", calls[0], err)
 	}
-	if ir.OriginalToolID(calls[0].ID) != "call:a/1" || !anthropicIDRe(calls[0].ID) {
+	if ir.OriginalToolID(calls[0].ID) != "call:a/1" || !codectest.AnthropicID(calls[0].ID) {
 		t.Errorf("call 0 id %q", calls[0].ID)
 	}
 	if string(calls[1].Input) != "{}" || calls[1].Name != "get_time" || calls[1].ID != "call_b" {
@@ -521,18 +503,6 @@ func TestAnthropicCodecDecodeRequestFromSDK(t *testing.T) {
 	if img.Media.MediaType != "image/png" || call.ID != "toolu_01" || string(call.Arguments) != `{"city":"Paris"}` || res.CallID != "toolu_01" || res.Content != "18C" {
 		t.Errorf("parts %s", jsonOf(r.Messages))
 	}
-}
-
-func anthropicIDRe(id string) bool {
-	if id == "" {
-		return false
-	}
-	for _, c := range id {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // FuzzAnthropicCodecDecodeResponse: DecodeResponse never panics; what it accepts,
