@@ -81,14 +81,11 @@ func waitIdle(t *testing.T, v interface{ InFlight() int }, what string) {
 }
 
 func upstreamJSON(name string, v *detourtest.Vendor, extra string) string {
-	return fmt.Sprintf(`%q: {"shape": %q, "base_url": %q, "ca_file": %q, "auth": {"from": "client"}%s}`,
-		name, v.Shape(), v.BaseURL(), v.CAFile, extra)
+	return detourtest.UpstreamJSON(name, v, extra)
 }
 
 func openaiPolicy(ups []string, chainNames string, extra string) string {
-	return fmt.Sprintf(`{"upstreams": {%s},
-  "routes": [{"name": "chat", "match": {"host": "api.openai.com", "path": "/v1/chat/completions"}, "chain": %s}]%s}`,
-		strings.Join(ups, ","), chainNames, extra)
+	return detourtest.OpenAIChatPolicy(ups, chainNames, extra)
 }
 
 const streamBody = `{"model":"gpt-4o","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`

@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,11 +19,7 @@ import (
 // runner's clock, as a retry-after value.
 func cooldownSeconds(t *testing.T, r *runner, c *clock, name string) string {
 	t.Helper()
-	cd, ok := r.health.CoolingDown(name, c.Now())
-	if !ok {
-		t.Fatalf("%s is not cooling down", name)
-	}
-	return strconv.FormatInt(rewrite.RetryAfterSeconds(cd.Until.Sub(c.Now())), 10)
+	return r.CooldownSeconds(t, c.Now(), name)
 }
 
 // TestExhaustedRetryAfterIsDetoursCooldown: when detour cools an upstream

@@ -1,9 +1,12 @@
 package detourtest
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +16,7 @@ import (
 	"github.com/detour-proxy/detour/internal/chain"
 	"github.com/detour-proxy/detour/internal/health"
 	"github.com/detour-proxy/detour/policy"
+	"github.com/detour-proxy/detour/rewrite"
 )
 
 // ChainRunner serves one chain.Runner for a host on a plain HTTP test
@@ -159,4 +163,32 @@ func (r *ChainRunner) Settled(t *testing.T) []*chain.Record {
 		t.Fatal("requests still running after 5s")
 	}
 	return rs
+}
+
+// CooldownSeconds is what is left at now of upstream name's cooldown, as a
+// retry-after value; the test fails when name is not cooling down.
+func (r *ChainRunner) CooldownSeconds(t *testing.T, now time.Time, name string) string {
+	t.Helper()
+	cd, ok := r.Health.CoolingDown(name, now)
+	if !ok {
+		t.Fatalf("%s is not cooling down", name)
+	}
+	return strconv.FormatInt(rewrite.RetryAfterSeconds(cd.Until.Sub(now)), 10)
+}
+
+// UpstreamJSON is the policy entry of an upstream named name at fake vendor
+// v, with the client's own credentials; extra (`, "key": …`) is appended
+// inside the entry.
+func UpstreamJSON(name string, v *Vendor, extra string) string {
+	return fmt.Sprintf(`%q: {"shape": %q, "base_url": %q, "ca_file": %q, "auth": {"from": "client"}%s}`,
+		name, v.Shape(), v.BaseURL(), v.CAFile, extra)
+}
+
+// OpenAIChatPolicy is a policy of the upstreams ups (UpstreamJSON entries)
+// with one route, api.openai.com's chat completions, along chainNames (a
+// JSON array); extra (`, "key": …`) is appended at the top level.
+func OpenAIChatPolicy(ups []string, chainNames string, extra string) string {
+	return fmt.Sprintf(`{"upstreams": {%s},
+  "routes": [{"name": "chat", "match": {"host": "api.openai.com", "path": "/v1/chat/completions"}, "chain": %s}]%s}`,
+		strings.Join(ups, ","), chainNames, extra)
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -58,28 +57,6 @@ func newClockedRunner(t *testing.T, host, policyJSON string) (*detourtest.ChainR
 	return r, c
 }
 
-func upstreamJSON(name string, v *detourtest.Vendor, extra string) string {
-	return fmt.Sprintf(`%q: {"shape": %q, "base_url": %q, "ca_file": %q, "auth": {"from": "client"}%s}`,
-		name, v.Shape(), v.BaseURL(), v.CAFile, extra)
-}
-
-func openaiPolicy(ups []string, chainNames string, extra string) string {
-	return fmt.Sprintf(`{"upstreams": {%s},
-  "routes": [{"name": "chat", "match": {"host": "api.openai.com", "path": "/v1/chat/completions"}, "chain": %s}]%s}`,
-		strings.Join(ups, ","), chainNames, extra)
-}
-
-// cooldownSeconds is what is left of upstream name's cooldown on the
-// runner's clock, as a retry-after value.
-func cooldownSeconds(t *testing.T, r *detourtest.ChainRunner, c *clock, name string) string {
-	t.Helper()
-	cd, ok := r.Health.CoolingDown(name, c.Now())
-	if !ok {
-		t.Fatalf("%s is not cooling down", name)
-	}
-	return strconv.FormatInt(rewrite.RetryAfterSeconds(cd.Until.Sub(c.Now())), 10)
-}
-
 // TestExhaustedRetryAfterIsDetoursCooldown: when detour cools an upstream
 // down, the app is told to come back when the cooldown ends — not when the
 // vendor's own hint says, which would only bring it back to the same error
@@ -90,7 +67,7 @@ func TestExhaustedRetryAfterIsDetoursCooldown(t *testing.T) {
 	t.Run("anthropic credit balance, no vendor hint", func(t *testing.T) {
 		t.Parallel()
 		a := detourtest.NewVendor(t, rewrite.Anthropic, "a")
-		pol := fmt.Sprintf(`{"upstreams": {%s}, "routes": [{"name": "m", "match": {"host": "api.anthropic.com", "path": "/v1/messages"}, "chain": ["a"]}]}`, upstreamJSON("a", a, ""))
+		pol := fmt.Sprintf(`{"upstreams": {%s}, "routes": [{"name": "m", "match": {"host": "api.anthropic.com", "path": "/v1/messages"}, "chain": ["a"]}]}`, detourtest.UpstreamJSON("a", a, ""))
 		r, c := newClockedRunner(t, "api.anthropic.com", pol)
 		a.Script(fv.Fault{Kind: fv.Status, Class: fv.ClassCreditBalance})
 		client := anthropic.NewClient(aoption.WithBaseURL(r.Srv.URL+"/"), aoption.WithAPIKey("sk-ant-app"), aoption.WithMaxRetries(0))
@@ -102,7 +79,7 @@ func TestExhaustedRetryAfterIsDetoursCooldown(t *testing.T) {
 		if !errors.As(err, &apiErr) || apiErr.StatusCode != 402 || !strings.Contains(apiErr.Error(), "billing_error") {
 			t.Fatalf("err = %v; want the SDK's 402 billing_error", err)
 		}
-		if got, want := apiErr.Response.Header.Get("Retry-After"), cooldownSeconds(t, r, c, "a"); got != want || want != "600" {
+		if got, want := apiErr.Response.Header.Get("Retry-After"), r.CooldownSeconds(t, c.Now(), "a"); got != want || want != "600" {
 			t.Errorf("Retry-After %q; want %q (the cooldown detour started)", got, want)
 		}
 	})
@@ -113,7 +90,7 @@ func TestExhaustedRetryAfterIsDetoursCooldown(t *testing.T) {
 func geminiPolicy(vs map[string]*detourtest.Vendor, chainNames string) string {
 	var ups []string
 	for name, v := range vs {
-		ups = append(ups, upstreamJSON(name, v, ""))
+		ups = append(ups, detourtest.UpstreamJSON(name, v, ""))
 	}
 	return fmt.Sprintf(`{"upstreams": {%s},
   "routes": [{"name": "g", "match": {"host": "generativelanguage.googleapis.com", "path": "/v1beta/models/*"}, "chain": %s}]}`,
@@ -196,7 +173,7 @@ func TestGeminiAppKeepsTheVendorsDetailsWhenEverythingFailed(t *testing.T) {
 		}
 		// The clock is at 04:00 in Los Angeles: the daily quota resets,
 		// and the cooldown ends, at midnight there, 20 hours later.
-		want := cooldownSeconds(t, r, c, "g")
+		want := r.CooldownSeconds(t, c.Now(), "g")
 		if want != "72000" {
 			t.Errorf("cooldown %ss; want 72000s (until Pacific midnight)", want)
 		}
@@ -223,7 +200,7 @@ func TestGeminiAppKeepsTheVendorsDetailsWhenEverythingFailed(t *testing.T) {
 		if apiErr.Code != 429 || !strings.Contains(qf, "PerMinute") {
 			t.Errorf("error %d, QuotaFailure %s; want 429 and the last upstream's per-minute violation", apiErr.Code, qf)
 		}
-		cooldownSeconds(t, r, c, "q")
+		r.CooldownSeconds(t, c.Now(), "q")
 		if got := h.Get("Retry-After"); got != "26" || d["google.rpc.RetryInfo"]["retryDelay"] != "26s" {
 			t.Errorf("Retry-After %q, RetryInfo %v; want 26 and 26s (g may answer then, before q's cooldown ends)", got, d["google.rpc.RetryInfo"])
 		}
@@ -256,7 +233,7 @@ func TestPassthroughFailureIsInTheVendorsEnvelope(t *testing.T) {
 	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
 	// Only api.openai.com has a route: the other hosts' envelopes come
 	// from the host itself.
-	pol := openaiPolicy([]string{upstreamJSON("a", a, "")}, `["a"]`, "")
+	pol := detourtest.OpenAIChatPolicy([]string{detourtest.UpstreamJSON("a", a, "")}, `["a"]`, "")
 	start := func(host string, tr http.RoundTripper) *detourtest.ChainRunner {
 		return detourtest.StartChainRunner(t, host, pol, func(cr *chain.Runner) { cr.Passthrough = tr })
 	}
