@@ -192,3 +192,23 @@ func OpenAIChatPolicy(ups []string, chainNames string, extra string) string {
   "routes": [{"name": "chat", "match": {"host": "api.openai.com", "path": "/v1/chat/completions"}, "chain": %s}]%s}`,
 		strings.Join(ups, ","), chainNames, extra)
 }
+
+// CheckPassthroughHeaders fails the test unless h is the headers of an
+// answer detour wrote itself for a passthrough request nobody answered:
+// JSON, with detour's request id and answered-by "none".
+func CheckPassthroughHeaders(t *testing.T, h http.Header) {
+	t.Helper()
+	if h.Get("Content-Type") != "application/json" || h.Get(chain.HeaderRequestID) == "" || h.Get(chain.HeaderAnsweredBy) != "none" {
+		t.Errorf("headers %v; want JSON and detour's headers", h)
+	}
+}
+
+// CheckPassthroughRecord fails the test unless the last request's record
+// is a failed passthrough answered with status.
+func (r *ChainRunner) CheckPassthroughRecord(t *testing.T, status int) {
+	t.Helper()
+	rec := r.Record(t)
+	if rec.Status != status || !strings.HasPrefix(rec.Error, "passthrough: ") || rec.AnsweredBy != "passthrough" {
+		t.Errorf("record status %d error %q answered by %q", rec.Status, rec.Error, rec.AnsweredBy)
+	}
+}

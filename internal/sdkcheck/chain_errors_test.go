@@ -237,19 +237,6 @@ func TestPassthroughFailureIsInTheVendorsEnvelope(t *testing.T) {
 	start := func(host string, tr http.RoundTripper) *detourtest.ChainRunner {
 		return detourtest.StartChainRunner(t, host, pol, func(cr *chain.Runner) { cr.Passthrough = tr })
 	}
-	checkHeaders := func(t *testing.T, h http.Header) {
-		t.Helper()
-		if h.Get("Content-Type") != "application/json" || h.Get(chain.HeaderRequestID) == "" || h.Get(chain.HeaderAnsweredBy) != "none" {
-			t.Errorf("headers %v; want JSON and detour's headers", h)
-		}
-	}
-	checkRecord := func(t *testing.T, r *detourtest.ChainRunner, status int) {
-		t.Helper()
-		rec := r.Record(t)
-		if rec.Status != status || !strings.HasPrefix(rec.Error, "passthrough: ") || rec.AnsweredBy != "passthrough" {
-			t.Errorf("record status %d error %q answered by %q", rec.Status, rec.Error, rec.AnsweredBy)
-		}
-	}
 
 	t.Run("openai", func(t *testing.T) {
 		t.Parallel()
@@ -260,8 +247,8 @@ func TestPassthroughFailureIsInTheVendorsEnvelope(t *testing.T) {
 		if !errors.As(err, &apiErr) || apiErr.StatusCode != 502 || apiErr.Type != "server_error" || !strings.Contains(apiErr.Message, "cannot reach api.openai.com") {
 			t.Fatalf("err = %#v; want a 502 server_error naming the host", err)
 		}
-		checkHeaders(t, apiErr.Response.Header)
-		checkRecord(t, r, 502)
+		detourtest.CheckPassthroughHeaders(t, apiErr.Response.Header)
+		r.CheckPassthroughRecord(t, 502)
 	})
 	t.Run("anthropic", func(t *testing.T) {
 		t.Parallel()
@@ -272,8 +259,8 @@ func TestPassthroughFailureIsInTheVendorsEnvelope(t *testing.T) {
 		if !errors.As(err, &apiErr) || apiErr.StatusCode != 502 || !strings.Contains(apiErr.Error(), "api_error") || !strings.Contains(apiErr.Error(), "cannot reach api.anthropic.com") {
 			t.Fatalf("err = %v; want a 502 api_error naming the host", err)
 		}
-		checkHeaders(t, apiErr.Response.Header)
-		checkRecord(t, r, 502)
+		detourtest.CheckPassthroughHeaders(t, apiErr.Response.Header)
+		r.CheckPassthroughRecord(t, 502)
 	})
 	t.Run("gemini", func(t *testing.T) {
 		t.Parallel()
@@ -292,7 +279,7 @@ func TestPassthroughFailureIsInTheVendorsEnvelope(t *testing.T) {
 		if !errors.As(err, &apiErr) || apiErr.Code != 500 || apiErr.Status != "INTERNAL" || !strings.Contains(apiErr.Message, "cannot reach generativelanguage.googleapis.com") {
 			t.Fatalf("err = %v; want a 500 INTERNAL naming the host", err)
 		}
-		checkHeaders(t, rt.header())
-		checkRecord(t, r, 500)
+		detourtest.CheckPassthroughHeaders(t, rt.header())
+		r.CheckPassthroughRecord(t, 500)
 	})
 }
