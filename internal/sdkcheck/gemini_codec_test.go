@@ -72,7 +72,7 @@ func genaiClient(t *testing.T, answers ...[]byte) (*genai.Client, *fakeGemini) {
 // TestGeminiCodecGenAIDecodesEncodeResponse decodes EncodeResponse straight into
 // genai's types.
 func TestGeminiCodecGenAIDecodesEncodeResponse(t *testing.T) {
-	b, err := gemini.EncodeResponse(geminiSampleResponse(), "gemini-2.5-flash")
+	b, err := gemini.EncodeResponse(codectest.GeminiSampleResponse(), "gemini-2.5-flash")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func checkGeminiSampleResponse(t *testing.T, resp *genai.GenerateContentResponse
 // TestGeminiCodecGenAIGenerateContent: the SDK's request decodes, and our answer reads
 // as Gemini's.
 func TestGeminiCodecGenAIGenerateContent(t *testing.T) {
-	answer, _ := gemini.EncodeResponse(geminiSampleResponse(), "gemini-2.5-flash")
+	answer, _ := gemini.EncodeResponse(codectest.GeminiSampleResponse(), "gemini-2.5-flash")
 	c, fake := genaiClient(t, answer)
 	temp := float32(0.5)
 	resp, err := c.Models.GenerateContent(context.Background(), "gemini-2.5-flash",
@@ -157,7 +157,7 @@ func TestGeminiCodecGenAIGenerateContent(t *testing.T) {
 // TestGeminiCodecGenAIStream reads encoded streams with the SDK's own stream reader.
 func TestGeminiCodecGenAIStream(t *testing.T) {
 	o := ir.StreamOptions{Model: "gemini-2.5-flash"}
-	c, _ := genaiClient(t, geminiEncodeStream(o, geminiTextEvents...), geminiEncodeStream(o, geminiToolEvents...))
+	c, _ := genaiClient(t, geminiEncodeStream(o, codectest.GeminiTextEvents...), geminiEncodeStream(o, codectest.GeminiToolEvents...))
 
 	var text, thoughts strings.Builder
 	var last *genai.GenerateContentResponse
@@ -268,50 +268,8 @@ func geminiEncodeStream(o ir.StreamOptions, evs ...ir.StreamEvent) []byte {
 	return e.Close(out)
 }
 
-// geminiSampleResponse is an answer as another vendor's decoder produces it.
-func geminiSampleResponse() *ir.Response {
-	return &ir.Response{
-		ID: "chatcmpl-9", Model: "gpt-4o", Created: 1735689600,
-		Parts: []ir.Part{
-			{Kind: ir.PartThinking, Text: "Plan: call the tool.", Signature: "anthropic-sig"},
-			{Kind: ir.PartText, Text: "Let me check <that>."},
-			{Kind: ir.PartText, Text: ""},
-			{Kind: ir.PartToolCall, ToolCall: &ir.ToolCall{ID: "call_1", Name: "get_weather", Arguments: json.RawMessage(`{"city": "Paris"}`)}},
-			{Kind: ir.PartToolCall, ToolCall: &ir.ToolCall{ID: "call_2", Name: "get_time", Arguments: json.RawMessage(`not json`), ThoughtSignature: "not base64!"}},
-		},
-		Finish: ir.FinishToolCalls,
-		Usage:  ir.TokenUsage{Input: 120, CachedInput: 100, Output: 45, Reasoning: 15},
-	}
-}
-
 // jsonString renders v compactly, for comparing parts of decoded JSON.
 func jsonString(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
-
-// The streams of rewrite/gemini's stream tests.
-var (
-	geminiTextEvents = []ir.StreamEvent{
-		{Kind: ir.StreamStart, ID: "msg_01", Model: "claude-sonnet-4-5", Usage: ir.TokenUsage{Input: 9}},
-		{Kind: ir.StreamThinking, Text: "Greet back."},
-		{Kind: ir.StreamThinking, Signature: "EqQBCg=="},
-		{Kind: ir.StreamText, Text: "Hi"},
-		{Kind: ir.StreamText, Text: ""},
-		{Kind: ir.StreamText, Text: "! \"quoted\"\nnew line <b>"},
-		{Kind: ir.StreamFinish, Finish: ir.FinishStop},
-		{Kind: ir.StreamUsage, Usage: ir.TokenUsage{Input: 9, Output: 6, Reasoning: 3}},
-	}
-	// geminiToolEvents are what an OpenAI decoder produces for two parallel
-	// calls whose arguments arrive in fragments, usage after the finish.
-	geminiToolEvents = []ir.StreamEvent{
-		{Kind: ir.StreamStart, ID: "chatcmpl-2", Model: "gpt-4o"},
-		{Kind: ir.StreamToolStart, Index: 0, ID: "call_1", Name: "get_weather"},
-		{Kind: ir.StreamToolArgs, Index: 0, Text: `{"city":`},
-		{Kind: ir.StreamToolArgs, Index: 0, Text: "\n  \"Paris\"}"},
-		{Kind: ir.StreamToolStart, Index: 1, ID: "call_2", Name: "get_time", Signature: "c2lnbmF0dXJl"},
-		{Kind: ir.StreamToolArgs, Index: 1, Text: `{"tz":`},
-		{Kind: ir.StreamFinish, Finish: ir.FinishToolCalls},
-		{Kind: ir.StreamUsage, Usage: ir.TokenUsage{Input: 20, Output: 15}},
-	}
-)
