@@ -29,19 +29,6 @@ var (
 	synthTool = codectest.SynthTool
 )
 
-// answerView and callView are what an app gets out of an answer, as
-// comparable values (codectest.ViewOf).
-type (
-	answerView = codectest.AnswerView
-	callView   = codectest.CallView
-)
-
-// viewOf is what an app gets out of r.
-func viewOf(t testing.TB, r *ir.Response) answerView {
-	t.Helper()
-	return codectest.ViewOf(t, r)
-}
-
 // --- The official SDKs read what Synthesize writes. ---
 
 // synthServer answers every request with Synthesize's output for the app
@@ -78,7 +65,7 @@ func TestSynthesizeOpenAISDK(t *testing.T) {
 	for _, a := range []*ir.Response{synthText, synthTool} {
 		srv := synthServer(t, rewrite.OpenAI, a)
 		client := oai.NewClient(oaioption.WithBaseURL(srv.URL), oaioption.WithAPIKey("sk-test"), oaioption.WithMaxRetries(0))
-		want := viewOf(t, a)
+		want := codectest.ViewOf(t, a)
 		params := oai.ChatCompletionNewParams{Model: "gpt-4o", Messages: []oai.ChatCompletionMessageParamUnion{oai.UserMessage("hi")}}
 
 		c, err := client.Chat.Completions.New(context.Background(), params)
@@ -104,7 +91,7 @@ func TestSynthesizeOpenAISDK(t *testing.T) {
 	}
 }
 
-func checkOpenAICompletion(t *testing.T, how, id, model string, msg oai.ChatCompletionMessage, finish string, u oai.CompletionUsage, want answerView, usage bool) {
+func checkOpenAICompletion(t *testing.T, how, id, model string, msg oai.ChatCompletionMessage, finish string, u oai.CompletionUsage, want codectest.AnswerView, usage bool) {
 	t.Helper()
 	if id != "chatcmpl-"+want.ID || model != "gpt-4o" || msg.Content != want.Text {
 		t.Errorf("%s: id %q model %q content %q", how, id, model, msg.Content)
@@ -139,7 +126,7 @@ func TestSynthesizeAnthropicSDK(t *testing.T) {
 			Model: "claude-sonnet-4-5", MaxTokens: 100,
 			Messages: []sdk.MessageParam{sdk.NewUserMessage(sdk.NewTextBlock("hi"))},
 		}
-		want := viewOf(t, a)
+		want := codectest.ViewOf(t, a)
 		msg, err := client.Messages.New(context.Background(), params)
 		if err != nil {
 			t.Fatal(err)
@@ -160,10 +147,10 @@ func TestSynthesizeAnthropicSDK(t *testing.T) {
 	}
 }
 
-func checkAnthropicMessage(t *testing.T, how string, msg sdk.Message, want answerView) {
+func checkAnthropicMessage(t *testing.T, how string, msg sdk.Message, want codectest.AnswerView) {
 	t.Helper()
 	var text, thinking, sig string
-	var calls []callView
+	var calls []codectest.CallView
 	for _, b := range msg.Content {
 		switch b.Type {
 		case "text":
@@ -174,7 +161,7 @@ func checkAnthropicMessage(t *testing.T, how string, msg sdk.Message, want answe
 		case "tool_use":
 			var buf bytes.Buffer
 			_ = json.Compact(&buf, b.Input)
-			calls = append(calls, callView{ID: b.ID, Name: b.Name, Args: buf.String()})
+			calls = append(calls, codectest.CallView{ID: b.ID, Name: b.Name, Args: buf.String()})
 		}
 	}
 	for i := range want.Calls {
@@ -205,7 +192,7 @@ func TestSynthesizeGenAISDK(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := viewOf(t, a)
+		want := codectest.ViewOf(t, a)
 		resp, err := client.Models.GenerateContent(context.Background(), "gemini-2.5-flash", genai.Text("hi"), nil)
 		if err != nil {
 			t.Fatal(err)
@@ -223,10 +210,10 @@ func TestSynthesizeGenAISDK(t *testing.T) {
 	}
 }
 
-func checkGenAI(t *testing.T, how string, chunks []*genai.GenerateContentResponse, want answerView) {
+func checkGenAI(t *testing.T, how string, chunks []*genai.GenerateContentResponse, want codectest.AnswerView) {
 	t.Helper()
 	var text, thinking string
-	var calls []callView
+	var calls []codectest.CallView
 	for _, c := range chunks {
 		if c.ModelVersion != "gemini-2.5-flash" || c.ResponseID != want.ID {
 			t.Errorf("%s: modelVersion %q responseId %q", how, c.ModelVersion, c.ResponseID)
@@ -235,7 +222,7 @@ func checkGenAI(t *testing.T, how string, chunks []*genai.GenerateContentRespons
 			switch {
 			case p.FunctionCall != nil:
 				args, _ := json.Marshal(p.FunctionCall.Args)
-				calls = append(calls, callView{ID: p.FunctionCall.ID, Name: p.FunctionCall.Name, Args: string(args), ThoughtSignature: string(p.ThoughtSignature)})
+				calls = append(calls, codectest.CallView{ID: p.FunctionCall.ID, Name: p.FunctionCall.Name, Args: string(args), ThoughtSignature: string(p.ThoughtSignature)})
 			case p.Thought:
 				thinking += p.Text
 			default:
