@@ -13,64 +13,30 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/rs/zerolog"
 
 	"github.com/detour-proxy/detour/internal/chain"
 	"github.com/detour-proxy/detour/internal/detourtest"
 	fv "github.com/detour-proxy/detour/internal/fakevendor"
 	"github.com/detour-proxy/detour/internal/health"
-	"github.com/detour-proxy/detour/policy"
 	"github.com/detour-proxy/detour/rewrite"
 	"github.com/detour-proxy/detour/rewrite/sse"
 )
 
-// runner serves the chain for host on a plain HTTP test server: no goproxy,
-// no TLS interception — the chain on its own.
+// runner is detourtest's ChainRunner (the chain on its own, on a plain HTTP
+// test server) under the names these tests use; the fields are the
+// ChainRunner's own.
 type runner struct {
-	srv *httptest.Server
-	// handler is what srv serves: Runner.Serve with the bookkeeping below.
+	*detourtest.ChainRunner
+	srv     *httptest.Server
 	handler http.Handler
-	mu      sync.Mutex
-	records []*chain.Record
 	health  *health.Registry
-	// lastID is the request id of the request that started last, once
-	// every started request has ended (running counts those that have
-	// not): see record.
-	lastID  string
-	started int
-	running int
-	// changed is closed (and replaced) whenever records, lastID or running
-	// change, so that record and settled wait on events, not on a poll.
-	changed chan struct{}
 }
 
-// bump announces a change of the runner's state; r.mu is held.
-func (r *runner) bump() {
-	close(r.changed)
-	r.changed = make(chan struct{})
-}
-
-// await waits until cond (called with r.mu held) holds, for at most 5 s.
-func (r *runner) await(cond func() bool) bool {
-	timeout := time.NewTimer(5 * time.Second)
-	defer timeout.Stop()
-	for {
-		r.mu.Lock()
-		ok, ch := cond(), r.changed
-		r.mu.Unlock()
-		if ok {
-			return true
-		}
-		select {
-		case <-ch:
-		case <-timeout.C:
-			return false
-		}
-	}
+// asRunner names c's fields as these tests do.
+func asRunner(c *detourtest.ChainRunner) *runner {
+	return &runner{ChainRunner: c, srv: c.Srv, handler: c.Handler, health: c.Health}
 }
 
 func newRunner(t *testing.T, host, policyJSON string) *runner {
@@ -82,53 +48,27 @@ func newRunner(t *testing.T, host, policyJSON string) *runner {
 // serves (a virtual clock, a log writer, a transport override).
 func startRunner(t *testing.T, host, policyJSON string, tune func(*chain.Runner)) *runner {
 	t.Helper()
-	r := buildRunner(t, host, policyJSON, tune)
-	r.srv = httptest.NewServer(r.handler)
-	t.Cleanup(r.srv.Close)
-	return r
+	return asRunner(detourtest.StartChainRunner(t, host, policyJSON, tune))
 }
 
 // buildRunner is startRunner without the server: r.handler serves the
 // chain, r.srv is nil.
 func buildRunner(t *testing.T, host, policyJSON string, tune func(*chain.Runner)) *runner {
 	t.Helper()
-	pol, err := policy.Compile("policy.json", []byte(policyJSON), policy.Options{BaseDir: t.TempDir(), DefaultCADir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &runner{health: health.New(), changed: make(chan struct{})}
-	cr := &chain.Runner{
-		Policy:     func() *policy.Compiled { return pol },
-		Health:     r.health,
-		Transports: &chain.Transports{},
-		Log:        zerolog.New(io.Discard),
-		OnRecord: func(rec *chain.Record) {
-			r.mu.Lock()
-			r.records = append(r.records, rec)
-			r.bump()
-			r.mu.Unlock()
-		},
-	}
-	if tune != nil {
-		tune(cr)
-	}
-	r.handler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		r.mu.Lock()
-		r.started++
-		seq := r.started
-		r.running++
-		r.bump()
-		r.mu.Unlock()
-		cr.Serve(w, req, chain.Target{Host: host, Mode: "base_url"})
-		r.mu.Lock()
-		if seq == r.started {
-			r.lastID = w.Header().Get(chain.HeaderRequestID)
-		}
-		r.running--
-		r.bump()
-		r.mu.Unlock()
-	})
-	return r
+	return asRunner(detourtest.BuildChainRunner(t, host, policyJSON, tune))
+}
+
+// record returns the record of the request the test sent last, once every
+// request has ended (ChainRunner.Record).
+func (r *runner) record(t *testing.T) *chain.Record {
+	t.Helper()
+	return r.Record(t)
+}
+
+// settled returns every record once no request is running.
+func (r *runner) settled(t *testing.T) []*chain.Record {
+	t.Helper()
+	return r.Settled(t)
 }
 
 // waitIdle waits for a fake vendor's requests to end, failing the test
@@ -140,56 +80,12 @@ func waitIdle(t *testing.T, v interface{ InFlight() int }, what string) {
 	}
 }
 
-// record returns the record of the request the test sent last, once every
-// request has ended. Not simply the last record: the app reads a stream's
-// last event before the chain writes its record, so the app's next request
-// can end, and be recorded, before the previous one is.
-func (r *runner) record(t *testing.T) *chain.Record {
-	t.Helper()
-	var last *chain.Record
-	found := r.await(func() bool {
-		if r.running != 0 || r.lastID == "" {
-			return false
-		}
-		// From the end: the last request's record is at most a few from
-		// it, and a test of a thousand requests would otherwise scan them
-		// all after each one.
-		for i := len(r.records) - 1; i >= 0; i-- {
-			if rec := r.records[i]; rec.ID == r.lastID {
-				last = rec
-				return true
-			}
-		}
-		return false
-	})
-	if !found {
-		t.Fatal("no record of the last request after 5s")
-	}
-	return last
-}
-
-// settled returns every record once no request is running.
-func (r *runner) settled(t *testing.T) []*chain.Record {
-	t.Helper()
-	var rs []*chain.Record
-	if !r.await(func() bool {
-		rs = append([]*chain.Record(nil), r.records...)
-		return r.running == 0
-	}) {
-		t.Fatal("requests still running after 5s")
-	}
-	return rs
-}
-
 func upstreamJSON(name string, v *detourtest.Vendor, extra string) string {
-	return fmt.Sprintf(`%q: {"shape": %q, "base_url": %q, "ca_file": %q, "auth": {"from": "client"}%s}`,
-		name, v.Shape(), v.BaseURL(), v.CAFile, extra)
+	return detourtest.UpstreamJSON(name, v, extra)
 }
 
 func openaiPolicy(ups []string, chainNames string, extra string) string {
-	return fmt.Sprintf(`{"upstreams": {%s},
-  "routes": [{"name": "chat", "match": {"host": "api.openai.com", "path": "/v1/chat/completions"}, "chain": %s}]%s}`,
-		strings.Join(ups, ","), chainNames, extra)
+	return detourtest.OpenAIChatPolicy(ups, chainNames, extra)
 }
 
 const streamBody = `{"model":"gpt-4o","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`

@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,11 +19,7 @@ import (
 // runner's clock, as a retry-after value.
 func cooldownSeconds(t *testing.T, r *runner, c *clock, name string) string {
 	t.Helper()
-	cd, ok := r.health.CoolingDown(name, c.Now())
-	if !ok {
-		t.Fatalf("%s is not cooling down", name)
-	}
-	return strconv.FormatInt(rewrite.RetryAfterSeconds(cd.Until.Sub(c.Now())), 10)
+	return r.CooldownSeconds(t, c.Now(), name)
 }
 
 // TestExhaustedRetryAfterIsDetoursCooldown: when detour cools an upstream
@@ -90,19 +85,6 @@ func TestPassthroughFailureIsInTheVendorsEnvelope(t *testing.T) {
 	start := func(host string, tr http.RoundTripper) *runner {
 		return startRunner(t, host, pol, func(cr *chain.Runner) { cr.Passthrough = tr })
 	}
-	checkHeaders := func(t *testing.T, h http.Header) {
-		t.Helper()
-		if h.Get("Content-Type") != "application/json" || h.Get(chain.HeaderRequestID) == "" || h.Get(chain.HeaderAnsweredBy) != "none" {
-			t.Errorf("headers %v; want JSON and detour's headers", h)
-		}
-	}
-	checkRecord := func(t *testing.T, r *runner, status int) {
-		t.Helper()
-		rec := r.record(t)
-		if rec.Status != status || !strings.HasPrefix(rec.Error, "passthrough: ") || rec.AnsweredBy != "passthrough" {
-			t.Errorf("record status %d error %q answered by %q", rec.Status, rec.Error, rec.AnsweredBy)
-		}
-	}
 
 	t.Run("timeout is a 504", func(t *testing.T) {
 		t.Parallel()
@@ -140,7 +122,7 @@ func TestPassthroughFailureIsInTheVendorsEnvelope(t *testing.T) {
 		if resp.StatusCode != 504 || info.Type != "timeout" || !strings.Contains(info.Message, "cannot reach api.openai.com") {
 			t.Errorf("%d %s; want a 504 timeout in OpenAI's envelope", resp.StatusCode, body)
 		}
-		checkHeaders(t, resp.Header)
-		checkRecord(t, r, 504)
+		detourtest.CheckPassthroughHeaders(t, resp.Header)
+		r.CheckPassthroughRecord(t, 504)
 	})
 }

@@ -1,16 +1,11 @@
 package demo
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"os"
 	"reflect"
-	"sync"
 	"testing"
+
+	"github.com/detour-proxy/detour/internal/demo/demotest"
 )
 
 // The demo's client must behave as openai-go does. The two are compared
@@ -20,39 +15,11 @@ import (
 // tests need not link openai-go.
 
 // openaiGoFixture is testdata/openai_go.json.
-type openaiGoFixture struct {
-	Requests []seen `json:"requests"`
-	Answers  []struct {
-		Name        string `json:"name"`
-		Stream      bool   `json:"stream"`
-		Status      int    `json:"status"`
-		ContentType string `json:"contentType"`
-		Body        string `json:"body"`
-		Error       bool   `json:"error"` // whether openai-go takes it as an error
-	} `json:"answers"`
-}
+type openaiGoFixture = demotest.Fixture
 
 func readOpenAIGoFixture(t *testing.T) openaiGoFixture {
 	t.Helper()
-	b, err := os.ReadFile("testdata/openai_go.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var f openaiGoFixture
-	if err := json.Unmarshal(b, &f); err != nil {
-		t.Fatal(err)
-	}
-	return f
-}
-
-// seen is one request as the server received it.
-type seen struct {
-	Stream        bool   `json:"stream"`
-	Method        string `json:"method"`
-	Path          string `json:"path"`
-	Authorization string `json:"authorization"`
-	ContentType   string `json:"contentType"`
-	Body          any    `json:"body"`
+	return demotest.ReadFixture(t, "testdata/openai_go.json")
 }
 
 // TestClientSendsWhatOpenAIGoSends: the demo's plain client sends the same
@@ -61,27 +28,7 @@ type seen struct {
 func TestClientSendsWhatOpenAIGoSends(t *testing.T) {
 	t.Parallel()
 	want := readOpenAIGoFixture(t).Requests
-	var mu sync.Mutex
-	var got []seen
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		var body any
-		if err := json.Unmarshal(b, &body); err != nil {
-			t.Errorf("body is not JSON: %q", b)
-		}
-		stream := bytes.Contains(b, []byte(`"stream":true`))
-		mu.Lock()
-		got = append(got, seen{stream, r.Method, r.URL.Path, r.Header.Get("Authorization"), r.Header.Get("Content-Type"), body})
-		mu.Unlock()
-		if stream {
-			w.Header().Set("Content-Type", "text/event-stream")
-			io.WriteString(w, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\ndata: [DONE]\n\n")
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Hi"},"finish_reason":"stop"}]}`)
-	}))
-	defer srv.Close()
+	srv, sent := demotest.RecordingServer(t)
 	ctx := context.Background()
 	for _, stream := range []bool{false, true} {
 		c := &client{baseURL: srv.URL + "/v1/", apiKey: "sk-demo-not-a-real-key", http: srv.Client()}
@@ -89,7 +36,7 @@ func TestClientSendsWhatOpenAIGoSends(t *testing.T) {
 			t.Fatalf("demo client, stream %v: %v", stream, err)
 		}
 	}
-	if !reflect.DeepEqual(got, want) {
+	if got := sent(); !reflect.DeepEqual(got, want) {
 		t.Errorf("openai-go and the demo client sent different requests:\ndemo client %+v\nopenai-go   %+v", got, want)
 	}
 }
@@ -101,13 +48,7 @@ func TestClientReadsAnswersAsOpenAIGo(t *testing.T) {
 	for _, tc := range readOpenAIGoFixture(t).Answers {
 		t.Run(tc.Name, func(t *testing.T) {
 			t.Parallel()
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				_, _ = io.Copy(io.Discard, r.Body)
-				w.Header().Set("Content-Type", tc.ContentType)
-				w.WriteHeader(tc.Status)
-				io.WriteString(w, tc.Body)
-			}))
-			defer srv.Close()
+			srv := demotest.AnswerServer(t, tc)
 			c := &client{baseURL: srv.URL + "/v1/", apiKey: "sk-demo-not-a-real-key", http: srv.Client()}
 			err := c.ask(context.Background(), tc.Stream)
 			if (err == nil) == tc.Error {

@@ -17,6 +17,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/option"
 	"github.com/anthropics/anthropic-sdk-go/packages/ssestream"
 
+	"github.com/detour-proxy/detour/internal/codectest"
 	"github.com/detour-proxy/detour/rewrite"
 	codec "github.com/detour-proxy/detour/rewrite/anthropic"
 	"github.com/detour-proxy/detour/rewrite/ir"
@@ -26,8 +27,8 @@ import (
 // These tests hold rewrite/anthropic's encoders and decoders to the
 // official anthropic-sdk-go: what detour writes for an Anthropic app is what
 // the SDK reads from Anthropic (docs/vendors.md#anthropic-sdk-go), and what
-// the SDK sends decodes. The streams, answers and stream checks are the
-// same as rewrite/anthropic's tests', whose goldens and framing tests stay
+// the SDK sends decodes. The streams, events and stream checks are
+// rewrite/anthropic's tests' own, shared through internal/codectest; the goldens and framing tests stay
 // there (TestStreamEncoderGolden holds the encoder's output for the streams
 // read here byte for byte).
 
@@ -36,8 +37,8 @@ import (
 func TestAnthropicCodecStreamEncoderSDK(t *testing.T) {
 	opts := ir.StreamOptions{Model: "claude-sonnet-4-5"}
 	t.Run("text", func(t *testing.T) {
-		stream := anthropicEncodeStream(opts, anthropicTextEvents...)
-		checkAnthropicStreamFraming(t, stream)
+		stream := anthropicEncodeStream(opts, codectest.AnthropicTextEvents...)
+		codectest.CheckAnthropicStreamFraming(t, stream)
 		msg, _, err := anthropicSDKAccumulate(stream)
 		if err != nil {
 			t.Fatal(err)
@@ -54,8 +55,8 @@ func TestAnthropicCodecStreamEncoderSDK(t *testing.T) {
 		}
 	})
 	t.Run("text then two tool calls", func(t *testing.T) {
-		stream := anthropicEncodeStream(opts, anthropicToolEvents...)
-		checkAnthropicStreamFraming(t, stream)
+		stream := anthropicEncodeStream(opts, codectest.AnthropicToolEvents...)
+		codectest.CheckAnthropicStreamFraming(t, stream)
 		msg, _, err := anthropicSDKAccumulate(stream)
 		if err != nil {
 			t.Fatal(err)
@@ -78,8 +79,8 @@ func TestAnthropicCodecStreamEncoderSDK(t *testing.T) {
 		}
 	})
 	t.Run("parameterless tool", func(t *testing.T) {
-		stream := anthropicEncodeStream(opts, anthropicParameterlessEvents...)
-		checkAnthropicStreamFraming(t, stream)
+		stream := anthropicEncodeStream(opts, codectest.AnthropicParameterlessEvents...)
+		codectest.CheckAnthropicStreamFraming(t, stream)
 		msg, _, err := anthropicSDKAccumulate(stream)
 		if err != nil {
 			t.Fatal(err)
@@ -108,7 +109,7 @@ func TestAnthropicCodecStreamEncoderSDK(t *testing.T) {
 			ir.StreamEvent{Kind: ir.StreamText, Text: "42"},
 			ir.StreamEvent{Kind: ir.StreamFinish, Finish: ir.FinishLength},
 		)
-		checkAnthropicStreamFraming(t, stream)
+		codectest.CheckAnthropicStreamFraming(t, stream)
 		msg, _, err := anthropicSDKAccumulate(stream)
 		if err != nil {
 			t.Fatal(err)
@@ -132,7 +133,7 @@ func TestAnthropicCodecStreamThroughSDKClient(t *testing.T) {
 		}
 		_ = json.NewDecoder(r.Body).Decode(&req)
 		if !req.Stream {
-			body, err := codec.EncodeResponse(anthropicToolResponse(), "claude-sonnet-4-5")
+			body, err := codec.EncodeResponse(codectest.AnthropicToolResponse(), "claude-sonnet-4-5")
 			if err != nil {
 				t.Error(err)
 			}
@@ -143,7 +144,7 @@ func TestAnthropicCodecStreamThroughSDKClient(t *testing.T) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		enc := codec.NewStreamEncoder(ir.StreamOptions{Model: "claude-sonnet-4-5"})
 		var buf []byte
-		for _, ev := range anthropicToolEvents {
+		for _, ev := range codectest.AnthropicToolEvents {
 			buf = enc.Encode(buf[:0], ev)
 			_, _ = w.Write(buf)
 			w.(http.Flusher).Flush()
@@ -203,7 +204,7 @@ func TestAnthropicCodecStreamEncoderEdges(t *testing.T) {
 		if len(out) != n {
 			t.Errorf("output after Close: %s", out[n:])
 		}
-		checkAnthropicStreamFraming(t, out)
+		codectest.CheckAnthropicStreamFraming(t, out)
 		msg, _, err := anthropicSDKAccumulate(out)
 		if err != nil || msg.StopReason != "tool_use" || string(msg.Content[0].Input) != `{"x":1}` {
 			t.Errorf("msg %s err %v", msg.RawJSON(), err)
@@ -211,7 +212,7 @@ func TestAnthropicCodecStreamEncoderEdges(t *testing.T) {
 	})
 	t.Run("empty stream", func(t *testing.T) {
 		out := codec.NewStreamEncoder(opts).Close(nil)
-		checkAnthropicStreamFraming(t, out)
+		codectest.CheckAnthropicStreamFraming(t, out)
 		msg, _, err := anthropicSDKAccumulate(out)
 		if err != nil || len(msg.Content) != 0 || msg.StopReason != "end_turn" {
 			t.Errorf("msg %s err %v", msg.RawJSON(), err)
@@ -244,7 +245,7 @@ func TestAnthropicCodecStreamEncoderEdges(t *testing.T) {
 			ir.StreamEvent{Kind: ir.StreamToolArgs, Index: 1, Text: ` {"y":2}`},
 			ir.StreamEvent{Kind: ir.StreamToolArgs, Index: 7, Text: `{"lost":true}`},
 		)
-		checkAnthropicStreamFraming(t, out)
+		codectest.CheckAnthropicStreamFraming(t, out)
 		msg, _, err := anthropicSDKAccumulate(out)
 		if err != nil || string(msg.Content[0].Input) != `{"x":1}` || string(msg.Content[1].Input) != `{"y":2}` {
 			t.Errorf("msg %s err %v", msg.RawJSON(), err)
@@ -275,13 +276,13 @@ func TestAnthropicCodecStreamEncoderEdges(t *testing.T) {
 // TestAnthropicCodecStreamAnthropicRoundTrip: an Anthropic stream decoded and encoded
 // again gives the app the same message as the original.
 func TestAnthropicCodecStreamAnthropicRoundTrip(t *testing.T) {
-	for _, stream := range []string{anthropicTextStream, anthropicToolStream} {
+	for _, stream := range []string{codectest.AnthropicTextStream, codectest.AnthropicToolStream} {
 		want, _, err := anthropicSDKAccumulate([]byte(stream))
 		if err != nil {
 			t.Fatal(err)
 		}
-		out := anthropicEncodeStream(ir.StreamOptions{Model: "claude-sonnet-4-5"}, anthropicDecodeStream(t, stream)...)
-		checkAnthropicStreamFraming(t, out)
+		out := anthropicEncodeStream(ir.StreamOptions{Model: "claude-sonnet-4-5"}, codectest.DecodeStream(t, codec.NewStreamDecoder(), stream)...)
+		codectest.CheckAnthropicStreamFraming(t, out)
 		got, _, err := anthropicSDKAccumulate(out)
 		if err != nil {
 			t.Fatal(err)
@@ -341,7 +342,7 @@ func TestAnthropicCodecStreamEncoderAnySequence(t *testing.T) {
 			}
 		}
 		out := anthropicEncodeStream(ir.StreamOptions{Model: "m"}, evs...)
-		checkAnthropicStreamFraming(t, out)
+		codectest.CheckAnthropicStreamFraming(t, out)
 		msg, _, err := anthropicSDKAccumulate(out)
 		if failed {
 			if err == nil {
@@ -379,28 +380,10 @@ func TestAnthropicCodecStreamEncoderAnySequence(t *testing.T) {
 	}
 }
 
-// anthropicToolResponse is an OpenAI-decoded answer: text, then two calls, one with
-// an id Anthropic refuses and one with non-object arguments; finish "stop"
-// though it called tools.
-func anthropicToolResponse() *ir.Response {
-	return &ir.Response{
-		ID:    "chatcmpl-123",
-		Model: "gpt-4o-2024-08-06",
-		Parts: []ir.Part{
-			{Kind: ir.PartThinking, Text: "The user wants weather."},
-			{Kind: ir.PartText, Text: "Let me check <both> & more."},
-			{Kind: ir.PartToolCall, ToolCall: &ir.ToolCall{ID: "call:a/1", Name: "get_weather", Arguments: json.RawMessage(`{"city":"Paris"}`)}},
-			{Kind: ir.PartToolCall, ToolCall: &ir.ToolCall{ID: "call_b", Name: "get_time", Arguments: json.RawMessage(`[1]`)}},
-		},
-		Finish: ir.FinishStop,
-		Usage:  ir.TokenUsage{Input: 1200, CachedInput: 1000, Output: 40},
-	}
-}
-
 // TestAnthropicCodecEncodeResponseSDK decodes EncodeResponse's output into the SDK's
 // Message, as client.Messages.New does.
 func TestAnthropicCodecEncodeResponseSDK(t *testing.T) {
-	body, err := codec.EncodeResponse(anthropicToolResponse(), "claude-sonnet-4-5")
+	body, err := codec.EncodeResponse(codectest.AnthropicToolResponse(), "claude-sonnet-4-5")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -437,7 +420,7 @@ func checkAnthropicToolMessage(t *testing.T, msg anthropic.Message) {
 	if err := json.Unmarshal(calls[0].Input, &args); err != nil || args["city"] != "Paris" || calls[0].Name != "get_weather" {
 		t.Errorf("call 0: %+v %v", calls[0], err)
 	}
-	if ir.OriginalToolID(calls[0].ID) != "call:a/1" || !anthropicIDRe(calls[0].ID) {
+	if ir.OriginalToolID(calls[0].ID) != "call:a/1" || !codectest.AnthropicID(calls[0].ID) {
 		t.Errorf("call 0 id %q", calls[0].ID)
 	}
 	if string(calls[1].Input) != "{}" || calls[1].Name != "get_time" || calls[1].ID != "call_b" {
@@ -522,18 +505,6 @@ func TestAnthropicCodecDecodeRequestFromSDK(t *testing.T) {
 	}
 }
 
-func anthropicIDRe(id string) bool {
-	if id == "" {
-		return false
-	}
-	for _, c := range id {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
 // FuzzAnthropicCodecDecodeResponse: DecodeResponse never panics; what it accepts,
 // EncodeResponse writes as a message anthropic-sdk-go decodes, with every
 // tool input an object.
@@ -573,8 +544,8 @@ func FuzzAnthropicCodecDecodeResponse(f *testing.F) {
 // whatever events it produces, re-encoded, are a stream anthropic-sdk-go
 // accumulates without error.
 func FuzzAnthropicCodecStreamDecoder(f *testing.F) {
-	f.Add([]byte(anthropicTextStream))
-	f.Add([]byte(anthropicToolStream))
+	f.Add([]byte(codectest.AnthropicTextStream))
+	f.Add([]byte(codectest.AnthropicToolStream))
 	f.Add([]byte("event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n"))
 	f.Add([]byte("data: {\"type\":\"content_block_start\",\"index\":3,\"content_block\":{\"type\":\"tool_use\",\"id\":\"a\",\"name\":\"f\"}}\n\ndata: {\"type\":\"content_block_delta\",\"index\":3,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\" \"}}\n\n"))
 	f.Fuzz(func(t *testing.T, stream []byte) {
@@ -639,182 +610,6 @@ func anthropicSDKAccumulate(stream []byte) (anthropic.Message, int, error) {
 	}
 	return msg, n, s.Err()
 }
-
-// checkAnthropicStreamFraming asserts what the SDK relies on but does not check
-// itself: every event has an `event:` line equal to its JSON type, and the
-// stream ends with exactly one message_delta and one message_stop (or an
-// error).
-func checkAnthropicStreamFraming(t *testing.T, stream []byte) {
-	t.Helper()
-	r := sse.NewReader(bytes.NewReader(stream))
-	var types []string
-	for {
-		ev, err := r.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		var v struct {
-			Type string `json:"type"`
-		}
-		if err := json.Unmarshal(ev.Data, &v); err != nil {
-			t.Fatalf("event %q: data is not JSON: %v: %s", ev.Name, err, ev.Data)
-		}
-		if ev.Name != v.Type {
-			t.Errorf("event: line %q but JSON type %q", ev.Name, v.Type)
-		}
-		types = append(types, v.Type)
-	}
-	count := map[string]int{}
-	for _, typ := range types {
-		count[typ]++
-	}
-	if count["error"] > 0 {
-		if types[len(types)-1] != "error" || count["error"] != 1 {
-			t.Errorf("error event not last and alone: %v", types)
-		}
-		return
-	}
-	if len(types) < 3 || types[0] != "message_start" || types[len(types)-2] != "message_delta" || types[len(types)-1] != "message_stop" ||
-		count["message_start"] != 1 || count["message_delta"] != 1 || count["message_stop"] != 1 {
-		t.Errorf("stream is not message_start … message_delta message_stop, once each: %v", types)
-	}
-}
-
-// anthropicReadEvents splits an SSE stream into cloned events.
-func anthropicReadEvents(t testing.TB, stream string) []sse.Event {
-	t.Helper()
-	r := sse.NewReader(bytes.NewReader([]byte(stream)))
-	var evs []sse.Event
-	for {
-		ev, err := r.Next()
-		if err == io.EOF {
-			return evs
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		evs = append(evs, ev.Clone())
-	}
-}
-
-// anthropicDecodeStream runs every event of stream through one StreamDecoder.
-func anthropicDecodeStream(t testing.TB, stream string) []ir.StreamEvent {
-	t.Helper()
-	d := codec.NewStreamDecoder()
-	var out []ir.StreamEvent
-	for _, ev := range anthropicReadEvents(t, stream) {
-		got, err := d.Decode(ev)
-		if err != nil {
-			t.Fatalf("Decode(%s): %v", ev.Raw, err)
-		}
-		out = append(out, got...)
-	}
-	return out
-}
-
-// The example streams of docs/vendors.md#anthropic-stream.
-const (
-	anthropicTextStream = `event: message_start
-data: {"type":"message_start","message":{"id":"msg_01","type":"message","role":"assistant","content":[],"model":"claude-sonnet-4-5","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":9,"output_tokens":1}}}
-
-event: content_block_start
-data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}
-
-event: ping
-data: {"type":"ping"}
-
-event: content_block_delta
-data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi!"}}
-
-event: content_block_stop
-data: {"type":"content_block_stop","index":0}
-
-event: message_delta
-data: {"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":2}}
-
-event: message_stop
-data: {"type":"message_stop"}
-
-`
-	anthropicToolStream = `event: message_start
-data: {"type":"message_start","message":{"id":"msg_02","type":"message","role":"assistant","content":[],"model":"claude-sonnet-4-5","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":20,"cache_read_input_tokens":100,"output_tokens":1}}}
-
-event: content_block_start
-data: {"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}
-
-event: content_block_delta
-data: {"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"Weather, then time."}}
-
-event: content_block_delta
-data: {"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"c2ln"}}
-
-event: content_block_stop
-data: {"type":"content_block_stop","index":0}
-
-event: content_block_start
-data: {"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"dtr_Y2FsbDox","name":"get_weather","input":{}}}
-
-event: content_block_delta
-data: {"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"city\":"}}
-
-event: content_block_delta
-data: {"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"\"Paris\"}"}}
-
-event: content_block_stop
-data: {"type":"content_block_stop","index":1}
-
-event: content_block_start
-data: {"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"toolu_02","name":"get_time","input":{}}}
-
-event: content_block_delta
-data: {"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":""}}
-
-event: content_block_stop
-data: {"type":"content_block_stop","index":2}
-
-event: message_delta
-data: {"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":15}}
-
-event: message_stop
-data: {"type":"message_stop"}
-
-`
-)
-
-// anthropicTextEvents, anthropicToolEvents and anthropicParameterlessEvents are what a decoder of
-// another vendor produces; the three streams of the Anthropic app's tests.
-var (
-	anthropicTextEvents = []ir.StreamEvent{
-		{Kind: ir.StreamStart, ID: "chatcmpl-1", Model: "gpt-4o"},
-		{Kind: ir.StreamText, Text: ""},
-		{Kind: ir.StreamText, Text: "Hello"},
-		{Kind: ir.StreamText, Text: ", \"world\" <&>\n"},
-		{Kind: ir.StreamFinish, Finish: ir.FinishStop},
-		{Kind: ir.StreamUsage, Usage: ir.TokenUsage{Input: 1209, CachedInput: 1000, Output: 3}},
-	}
-	anthropicToolEvents = []ir.StreamEvent{
-		{Kind: ir.StreamStart, ID: "r2", Model: "gemini-2.5-flash", Usage: ir.TokenUsage{Input: 20}},
-		{Kind: ir.StreamText, Text: "Checking both."},
-		{Kind: ir.StreamToolStart, Index: 0, ID: "call:w/1", Name: "get_weather"},
-		{Kind: ir.StreamToolArgs, Index: 0, Text: ""},
-		{Kind: ir.StreamToolArgs, Index: 0, Text: `{"city":`},
-		{Kind: ir.StreamToolArgs, Index: 0, Text: `"Paris"}`},
-		{Kind: ir.StreamToolStart, Index: 1, ID: "call_t", Name: "get_time"},
-		{Kind: ir.StreamToolArgs, Index: 1, Text: `{"tz":"Europe/Paris"}`},
-		{Kind: ir.StreamFinish, Finish: ir.FinishStop}, // Gemini says STOP even with calls
-		{Kind: ir.StreamUsage, Usage: ir.TokenUsage{Input: 20, Output: 25}},
-	}
-	anthropicParameterlessEvents = []ir.StreamEvent{
-		{Kind: ir.StreamStart, ID: "chatcmpl-3", Model: "gpt-4o"},
-		{Kind: ir.StreamToolStart, Index: 0, ID: "call_now", Name: "get_time"},
-		{Kind: ir.StreamToolArgs, Index: 0, Text: ""},
-		{Kind: ir.StreamFinish, Finish: ir.FinishToolCalls},
-		{Kind: ir.StreamUsage, Usage: ir.TokenUsage{Input: 12, Output: 5}},
-	}
-)
 
 // isJSONObject reports whether v is a JSON object.
 func isJSONObject(v json.RawMessage) bool {

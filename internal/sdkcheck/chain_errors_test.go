@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,130 +15,18 @@ import (
 	aoption "github.com/anthropics/anthropic-sdk-go/option"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
-	"github.com/rs/zerolog"
 	"google.golang.org/genai"
 
 	"github.com/detour-proxy/detour/internal/chain"
 	"github.com/detour-proxy/detour/internal/detourtest"
 	fv "github.com/detour-proxy/detour/internal/fakevendor"
-	"github.com/detour-proxy/detour/internal/health"
-	"github.com/detour-proxy/detour/policy"
 	"github.com/detour-proxy/detour/rewrite"
 )
 
 // The chain's own answers when nothing answered, as each SDK reads them.
-// The chain runs on its own, on a plain HTTP test server, as in
-// internal/chain's tests (whose harness this is, cut to what these tests
-// use); the tests of the same answers that need no SDK are there.
-
-// runner serves the chain for host on a plain HTTP test server.
-type runner struct {
-	srv     *httptest.Server
-	mu      sync.Mutex
-	records []*chain.Record
-	health  *health.Registry
-	// lastID is the request id of the request that started last, once
-	// every started request has ended (running counts those that have
-	// not): see record.
-	lastID  string
-	started int
-	running int
-	// changed is closed (and replaced) whenever records, lastID or running
-	// change, so that record waits on events, not on a poll.
-	changed chan struct{}
-}
-
-// bump announces a change of the runner's state; r.mu is held.
-func (r *runner) bump() {
-	close(r.changed)
-	r.changed = make(chan struct{})
-}
-
-// await waits until cond (called with r.mu held) holds, for at most 5 s.
-func (r *runner) await(cond func() bool) bool {
-	timeout := time.NewTimer(5 * time.Second)
-	defer timeout.Stop()
-	for {
-		r.mu.Lock()
-		ok, ch := cond(), r.changed
-		r.mu.Unlock()
-		if ok {
-			return true
-		}
-		select {
-		case <-ch:
-		case <-timeout.C:
-			return false
-		}
-	}
-}
-
-// startRunner serves the chain of policyJSON for host, with a hook that
-// adjusts the Runner before it serves (a virtual clock, a transport).
-func startRunner(t *testing.T, host, policyJSON string, tune func(*chain.Runner)) *runner {
-	t.Helper()
-	pol, err := policy.Compile("policy.json", []byte(policyJSON), policy.Options{BaseDir: t.TempDir(), DefaultCADir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &runner{health: health.New(), changed: make(chan struct{})}
-	cr := &chain.Runner{
-		Policy:     func() *policy.Compiled { return pol },
-		Health:     r.health,
-		Transports: &chain.Transports{},
-		Log:        zerolog.New(io.Discard),
-		OnRecord: func(rec *chain.Record) {
-			r.mu.Lock()
-			r.records = append(r.records, rec)
-			r.bump()
-			r.mu.Unlock()
-		},
-	}
-	if tune != nil {
-		tune(cr)
-	}
-	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		r.mu.Lock()
-		r.started++
-		seq := r.started
-		r.running++
-		r.bump()
-		r.mu.Unlock()
-		cr.Serve(w, req, chain.Target{Host: host, Mode: "base_url"})
-		r.mu.Lock()
-		if seq == r.started {
-			r.lastID = w.Header().Get(chain.HeaderRequestID)
-		}
-		r.running--
-		r.bump()
-		r.mu.Unlock()
-	}))
-	t.Cleanup(r.srv.Close)
-	return r
-}
-
-// record returns the record of the request the test sent last, once every
-// request has ended.
-func (r *runner) record(t *testing.T) *chain.Record {
-	t.Helper()
-	var last *chain.Record
-	found := r.await(func() bool {
-		if r.running != 0 || r.lastID == "" {
-			return false
-		}
-		for i := len(r.records) - 1; i >= 0; i-- {
-			if rec := r.records[i]; rec.ID == r.lastID {
-				last = rec
-				return true
-			}
-		}
-		return false
-	})
-	if !found {
-		t.Fatal("no record of the last request after 5s")
-	}
-	return last
-}
+// The chain runs on its own, on a plain HTTP test server, in internal/chain's
+// tests' harness (detourtest.ChainRunner); the tests of the same answers that
+// need no SDK are there.
 
 // clock is a virtual clock for breakers, cooldowns and retry waits: sleeps
 // advance it at once.
@@ -163,35 +48,13 @@ func (c *clock) Sleep(ctx context.Context, d time.Duration) error {
 	return ctx.Err()
 }
 
-// newClockedRunner is startRunner with a virtual clock, at the time
+// newClockedRunner is detourtest.StartChainRunner with a virtual clock, at the time
 // internal/chain's tests start theirs.
-func newClockedRunner(t *testing.T, host, policyJSON string) (*runner, *clock) {
+func newClockedRunner(t *testing.T, host, policyJSON string) (*detourtest.ChainRunner, *clock) {
 	t.Helper()
 	c := &clock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
-	r := startRunner(t, host, policyJSON, func(cr *chain.Runner) { cr.Now, cr.Sleep = c.Now, c.Sleep })
+	r := detourtest.StartChainRunner(t, host, policyJSON, func(cr *chain.Runner) { cr.Now, cr.Sleep = c.Now, c.Sleep })
 	return r, c
-}
-
-func upstreamJSON(name string, v *detourtest.Vendor, extra string) string {
-	return fmt.Sprintf(`%q: {"shape": %q, "base_url": %q, "ca_file": %q, "auth": {"from": "client"}%s}`,
-		name, v.Shape(), v.BaseURL(), v.CAFile, extra)
-}
-
-func openaiPolicy(ups []string, chainNames string, extra string) string {
-	return fmt.Sprintf(`{"upstreams": {%s},
-  "routes": [{"name": "chat", "match": {"host": "api.openai.com", "path": "/v1/chat/completions"}, "chain": %s}]%s}`,
-		strings.Join(ups, ","), chainNames, extra)
-}
-
-// cooldownSeconds is what is left of upstream name's cooldown on the
-// runner's clock, as a retry-after value.
-func cooldownSeconds(t *testing.T, r *runner, c *clock, name string) string {
-	t.Helper()
-	cd, ok := r.health.CoolingDown(name, c.Now())
-	if !ok {
-		t.Fatalf("%s is not cooling down", name)
-	}
-	return strconv.FormatInt(rewrite.RetryAfterSeconds(cd.Until.Sub(c.Now())), 10)
 }
 
 // TestExhaustedRetryAfterIsDetoursCooldown: when detour cools an upstream
@@ -204,10 +67,10 @@ func TestExhaustedRetryAfterIsDetoursCooldown(t *testing.T) {
 	t.Run("anthropic credit balance, no vendor hint", func(t *testing.T) {
 		t.Parallel()
 		a := detourtest.NewVendor(t, rewrite.Anthropic, "a")
-		pol := fmt.Sprintf(`{"upstreams": {%s}, "routes": [{"name": "m", "match": {"host": "api.anthropic.com", "path": "/v1/messages"}, "chain": ["a"]}]}`, upstreamJSON("a", a, ""))
+		pol := fmt.Sprintf(`{"upstreams": {%s}, "routes": [{"name": "m", "match": {"host": "api.anthropic.com", "path": "/v1/messages"}, "chain": ["a"]}]}`, detourtest.UpstreamJSON("a", a, ""))
 		r, c := newClockedRunner(t, "api.anthropic.com", pol)
 		a.Script(fv.Fault{Kind: fv.Status, Class: fv.ClassCreditBalance})
-		client := anthropic.NewClient(aoption.WithBaseURL(r.srv.URL+"/"), aoption.WithAPIKey("sk-ant-app"), aoption.WithMaxRetries(0))
+		client := anthropic.NewClient(aoption.WithBaseURL(r.Srv.URL+"/"), aoption.WithAPIKey("sk-ant-app"), aoption.WithMaxRetries(0))
 		_, err := client.Messages.New(context.Background(), anthropic.MessageNewParams{
 			Model: "claude-sonnet-4-5", MaxTokens: 16,
 			Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))},
@@ -216,7 +79,7 @@ func TestExhaustedRetryAfterIsDetoursCooldown(t *testing.T) {
 		if !errors.As(err, &apiErr) || apiErr.StatusCode != 402 || !strings.Contains(apiErr.Error(), "billing_error") {
 			t.Fatalf("err = %v; want the SDK's 402 billing_error", err)
 		}
-		if got, want := apiErr.Response.Header.Get("Retry-After"), cooldownSeconds(t, r, c, "a"); got != want || want != "600" {
+		if got, want := apiErr.Response.Header.Get("Retry-After"), r.CooldownSeconds(t, c.Now(), "a"); got != want || want != "600" {
 			t.Errorf("Retry-After %q; want %q (the cooldown detour started)", got, want)
 		}
 	})
@@ -227,7 +90,7 @@ func TestExhaustedRetryAfterIsDetoursCooldown(t *testing.T) {
 func geminiPolicy(vs map[string]*detourtest.Vendor, chainNames string) string {
 	var ups []string
 	for name, v := range vs {
-		ups = append(ups, upstreamJSON(name, v, ""))
+		ups = append(ups, detourtest.UpstreamJSON(name, v, ""))
 	}
 	return fmt.Sprintf(`{"upstreams": {%s},
   "routes": [{"name": "g", "match": {"host": "generativelanguage.googleapis.com", "path": "/v1beta/models/*"}, "chain": %s}]}`,
@@ -296,7 +159,7 @@ func TestGeminiAppKeepsTheVendorsDetailsWhenEverythingFailed(t *testing.T) {
 		g := detourtest.NewVendor(t, rewrite.Gemini, "g")
 		r, c := newClockedRunner(t, "generativelanguage.googleapis.com", geminiPolicy(map[string]*detourtest.Vendor{"g": g}, `["g"]`))
 		g.Script(fv.Fault{Kind: fv.Status, Status: 429, Class: fv.ClassQuotaPerDay})
-		apiErr, h := geminiAsk(t, r.srv.URL)
+		apiErr, h := geminiAsk(t, r.Srv.URL)
 		if apiErr.Code != 429 || apiErr.Status != "RESOURCE_EXHAUSTED" {
 			t.Errorf("error %d %s; want 429 RESOURCE_EXHAUSTED", apiErr.Code, apiErr.Status)
 		}
@@ -310,7 +173,7 @@ func TestGeminiAppKeepsTheVendorsDetailsWhenEverythingFailed(t *testing.T) {
 		}
 		// The clock is at 04:00 in Los Angeles: the daily quota resets,
 		// and the cooldown ends, at midnight there, 20 hours later.
-		want := cooldownSeconds(t, r, c, "g")
+		want := r.CooldownSeconds(t, c.Now(), "g")
 		if want != "72000" {
 			t.Errorf("cooldown %ss; want 72000s (until Pacific midnight)", want)
 		}
@@ -331,13 +194,13 @@ func TestGeminiAppKeepsTheVendorsDetailsWhenEverythingFailed(t *testing.T) {
 		r, c := newClockedRunner(t, "generativelanguage.googleapis.com", geminiPolicy(map[string]*detourtest.Vendor{"q": q, "g": g}, `["q","g"]`))
 		q.Script(fv.Fault{Kind: fv.Status, Status: 429, Class: fv.ClassQuotaPerDay})
 		g.Script(fv.Fault{Kind: fv.Status, Status: 429, Class: fv.ClassRateLimit})
-		apiErr, h := geminiAsk(t, r.srv.URL)
+		apiErr, h := geminiAsk(t, r.Srv.URL)
 		d := detailsByType(apiErr)
 		qf := fmt.Sprint(d["google.rpc.QuotaFailure"])
 		if apiErr.Code != 429 || !strings.Contains(qf, "PerMinute") {
 			t.Errorf("error %d, QuotaFailure %s; want 429 and the last upstream's per-minute violation", apiErr.Code, qf)
 		}
-		cooldownSeconds(t, r, c, "q")
+		r.CooldownSeconds(t, c.Now(), "q")
 		if got := h.Get("Retry-After"); got != "26" || d["google.rpc.RetryInfo"]["retryDelay"] != "26s" {
 			t.Errorf("Retry-After %q, RetryInfo %v; want 26 and 26s (g may answer then, before q's cooldown ends)", got, d["google.rpc.RetryInfo"])
 		}
@@ -370,47 +233,34 @@ func TestPassthroughFailureIsInTheVendorsEnvelope(t *testing.T) {
 	a := detourtest.NewVendor(t, rewrite.OpenAI, "a")
 	// Only api.openai.com has a route: the other hosts' envelopes come
 	// from the host itself.
-	pol := openaiPolicy([]string{upstreamJSON("a", a, "")}, `["a"]`, "")
-	start := func(host string, tr http.RoundTripper) *runner {
-		return startRunner(t, host, pol, func(cr *chain.Runner) { cr.Passthrough = tr })
-	}
-	checkHeaders := func(t *testing.T, h http.Header) {
-		t.Helper()
-		if h.Get("Content-Type") != "application/json" || h.Get(chain.HeaderRequestID) == "" || h.Get(chain.HeaderAnsweredBy) != "none" {
-			t.Errorf("headers %v; want JSON and detour's headers", h)
-		}
-	}
-	checkRecord := func(t *testing.T, r *runner, status int) {
-		t.Helper()
-		rec := r.record(t)
-		if rec.Status != status || !strings.HasPrefix(rec.Error, "passthrough: ") || rec.AnsweredBy != "passthrough" {
-			t.Errorf("record status %d error %q answered by %q", rec.Status, rec.Error, rec.AnsweredBy)
-		}
+	pol := detourtest.OpenAIChatPolicy([]string{detourtest.UpstreamJSON("a", a, "")}, `["a"]`, "")
+	start := func(host string, tr http.RoundTripper) *detourtest.ChainRunner {
+		return detourtest.StartChainRunner(t, host, pol, func(cr *chain.Runner) { cr.Passthrough = tr })
 	}
 
 	t.Run("openai", func(t *testing.T) {
 		t.Parallel()
 		r := start("api.openai.com", unreachable(t))
-		c := openai.NewClient(option.WithBaseURL(r.srv.URL+"/v1/"), option.WithAPIKey("sk-app"), option.WithMaxRetries(0))
+		c := openai.NewClient(option.WithBaseURL(r.Srv.URL+"/v1/"), option.WithAPIKey("sk-app"), option.WithMaxRetries(0))
 		_, err := c.Models.List(context.Background())
 		var apiErr *openai.Error
 		if !errors.As(err, &apiErr) || apiErr.StatusCode != 502 || apiErr.Type != "server_error" || !strings.Contains(apiErr.Message, "cannot reach api.openai.com") {
 			t.Fatalf("err = %#v; want a 502 server_error naming the host", err)
 		}
-		checkHeaders(t, apiErr.Response.Header)
-		checkRecord(t, r, 502)
+		detourtest.CheckPassthroughHeaders(t, apiErr.Response.Header)
+		r.CheckPassthroughRecord(t, 502)
 	})
 	t.Run("anthropic", func(t *testing.T) {
 		t.Parallel()
 		r := start("api.anthropic.com", unreachable(t))
-		c := anthropic.NewClient(aoption.WithBaseURL(r.srv.URL+"/"), aoption.WithAPIKey("sk-ant-app"), aoption.WithMaxRetries(0))
+		c := anthropic.NewClient(aoption.WithBaseURL(r.Srv.URL+"/"), aoption.WithAPIKey("sk-ant-app"), aoption.WithMaxRetries(0))
 		_, err := c.Models.List(context.Background(), anthropic.ModelListParams{})
 		var apiErr *anthropic.Error
 		if !errors.As(err, &apiErr) || apiErr.StatusCode != 502 || !strings.Contains(apiErr.Error(), "api_error") || !strings.Contains(apiErr.Error(), "cannot reach api.anthropic.com") {
 			t.Fatalf("err = %v; want a 502 api_error naming the host", err)
 		}
-		checkHeaders(t, apiErr.Response.Header)
-		checkRecord(t, r, 502)
+		detourtest.CheckPassthroughHeaders(t, apiErr.Response.Header)
+		r.CheckPassthroughRecord(t, 502)
 	})
 	t.Run("gemini", func(t *testing.T) {
 		t.Parallel()
@@ -418,7 +268,7 @@ func TestPassthroughFailureIsInTheVendorsEnvelope(t *testing.T) {
 		rt := &lastResponse{}
 		c, err := genai.NewClient(context.Background(), &genai.ClientConfig{
 			APIKey: "gemini-app-key", Backend: genai.BackendGeminiAPI, HTTPClient: &http.Client{Transport: rt},
-			HTTPOptions: genai.HTTPOptions{BaseURL: r.srv.URL + "/"},
+			HTTPOptions: genai.HTTPOptions{BaseURL: r.Srv.URL + "/"},
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -429,7 +279,7 @@ func TestPassthroughFailureIsInTheVendorsEnvelope(t *testing.T) {
 		if !errors.As(err, &apiErr) || apiErr.Code != 500 || apiErr.Status != "INTERNAL" || !strings.Contains(apiErr.Message, "cannot reach generativelanguage.googleapis.com") {
 			t.Fatalf("err = %v; want a 500 INTERNAL naming the host", err)
 		}
-		checkHeaders(t, rt.header())
-		checkRecord(t, r, 500)
+		detourtest.CheckPassthroughHeaders(t, rt.header())
+		r.CheckPassthroughRecord(t, 500)
 	})
 }

@@ -1,8 +1,6 @@
 package sdkcheck
 
 import (
-	"bytes"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -39,32 +37,7 @@ func addSeeds(f *testing.F, dir, pattern string) {
 	}
 }
 
-// marshalIndent renders an IR value as indented JSON for diffs, without
-// HTML escaping so that text reads as sent.
-func marshalIndent(t testing.TB, v any) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
-
 func ptr[T any](v T) *T { return &v }
-
-// normalizeRequest round-trips r through JSON so that equal requests
-// compare equal whatever the spacing of their raw JSON fields.
-func normalizeRequest(t *testing.T, r *ir.Request) any {
-	t.Helper()
-	var v any
-	if err := json.Unmarshal(marshalIndent(t, r), &v); err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
 
 // openaiEncodeEvents runs evs through rewrite/openai's StreamEncoder and
 // closes it.

@@ -14,6 +14,7 @@ import (
 
 	"google.golang.org/genai"
 
+	"github.com/detour-proxy/detour/internal/codectest"
 	"github.com/detour-proxy/detour/rewrite"
 	"github.com/detour-proxy/detour/rewrite/gemini"
 	"github.com/detour-proxy/detour/rewrite/ir"
@@ -71,7 +72,7 @@ func genaiClient(t *testing.T, answers ...[]byte) (*genai.Client, *fakeGemini) {
 // TestGeminiCodecGenAIDecodesEncodeResponse decodes EncodeResponse straight into
 // genai's types.
 func TestGeminiCodecGenAIDecodesEncodeResponse(t *testing.T) {
-	b, err := gemini.EncodeResponse(geminiSampleResponse(), "gemini-2.5-flash")
+	b, err := gemini.EncodeResponse(codectest.GeminiSampleResponse(), "gemini-2.5-flash")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +110,7 @@ func checkGeminiSampleResponse(t *testing.T, resp *genai.GenerateContentResponse
 // TestGeminiCodecGenAIGenerateContent: the SDK's request decodes, and our answer reads
 // as Gemini's.
 func TestGeminiCodecGenAIGenerateContent(t *testing.T) {
-	answer, _ := gemini.EncodeResponse(geminiSampleResponse(), "gemini-2.5-flash")
+	answer, _ := gemini.EncodeResponse(codectest.GeminiSampleResponse(), "gemini-2.5-flash")
 	c, fake := genaiClient(t, answer)
 	temp := float32(0.5)
 	resp, err := c.Models.GenerateContent(context.Background(), "gemini-2.5-flash",
@@ -149,14 +150,14 @@ func TestGeminiCodecGenAIGenerateContent(t *testing.T) {
 		result.CallID != "call_req_0" || result.Content != "18C" || r.MaxTokens != 100 || *r.Temperature != 0.5 ||
 		string(r.Tools[0].Parameters) != `{"properties":{"city":{"type":"string"}},"required":["city"],"type":"object"}` ||
 		*r.ToolChoice != (ir.ToolChoice{Mode: ir.ToolChoiceTool, Name: "get_weather"}) {
-		t.Errorf("go-genai's request decoded to\n%s\nfrom\n%s", marshalIndent(t, r), req.body)
+		t.Errorf("go-genai's request decoded to\n%s\nfrom\n%s", codectest.MarshalIndent(t, r), req.body)
 	}
 }
 
 // TestGeminiCodecGenAIStream reads encoded streams with the SDK's own stream reader.
 func TestGeminiCodecGenAIStream(t *testing.T) {
 	o := ir.StreamOptions{Model: "gemini-2.5-flash"}
-	c, _ := genaiClient(t, geminiEncodeStream(o, geminiTextEvents...), geminiEncodeStream(o, geminiToolEvents...))
+	c, _ := genaiClient(t, geminiEncodeStream(o, codectest.GeminiTextEvents...), geminiEncodeStream(o, codectest.GeminiToolEvents...))
 
 	var text, thoughts strings.Builder
 	var last *genai.GenerateContentResponse
@@ -253,7 +254,7 @@ func TestGeminiCodecGenAIChatToolRoundTrip(t *testing.T) {
 	gotCall := r.Messages[1].Parts[0].ToolCall
 	gotResult := r.Messages[2].Parts[0].ToolResult
 	if gotCall.ID != "toolu_01A" || gotResult.CallID != "toolu_01A" || gotResult.Name != "get_weather" || gotResult.Content != "18C" {
-		t.Errorf("second request decoded to\n%s\nfrom\n%s", marshalIndent(t, r), fake.requests[1].body)
+		t.Errorf("second request decoded to\n%s\nfrom\n%s", codectest.MarshalIndent(t, r), fake.requests[1].body)
 	}
 }
 
@@ -267,50 +268,8 @@ func geminiEncodeStream(o ir.StreamOptions, evs ...ir.StreamEvent) []byte {
 	return e.Close(out)
 }
 
-// geminiSampleResponse is an answer as another vendor's decoder produces it.
-func geminiSampleResponse() *ir.Response {
-	return &ir.Response{
-		ID: "chatcmpl-9", Model: "gpt-4o", Created: 1735689600,
-		Parts: []ir.Part{
-			{Kind: ir.PartThinking, Text: "Plan: call the tool.", Signature: "anthropic-sig"},
-			{Kind: ir.PartText, Text: "Let me check <that>."},
-			{Kind: ir.PartText, Text: ""},
-			{Kind: ir.PartToolCall, ToolCall: &ir.ToolCall{ID: "call_1", Name: "get_weather", Arguments: json.RawMessage(`{"city": "Paris"}`)}},
-			{Kind: ir.PartToolCall, ToolCall: &ir.ToolCall{ID: "call_2", Name: "get_time", Arguments: json.RawMessage(`not json`), ThoughtSignature: "not base64!"}},
-		},
-		Finish: ir.FinishToolCalls,
-		Usage:  ir.TokenUsage{Input: 120, CachedInput: 100, Output: 45, Reasoning: 15},
-	}
-}
-
 // jsonString renders v compactly, for comparing parts of decoded JSON.
 func jsonString(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
-
-// The streams of rewrite/gemini's stream tests.
-var (
-	geminiTextEvents = []ir.StreamEvent{
-		{Kind: ir.StreamStart, ID: "msg_01", Model: "claude-sonnet-4-5", Usage: ir.TokenUsage{Input: 9}},
-		{Kind: ir.StreamThinking, Text: "Greet back."},
-		{Kind: ir.StreamThinking, Signature: "EqQBCg=="},
-		{Kind: ir.StreamText, Text: "Hi"},
-		{Kind: ir.StreamText, Text: ""},
-		{Kind: ir.StreamText, Text: "! \"quoted\"\nnew line <b>"},
-		{Kind: ir.StreamFinish, Finish: ir.FinishStop},
-		{Kind: ir.StreamUsage, Usage: ir.TokenUsage{Input: 9, Output: 6, Reasoning: 3}},
-	}
-	// geminiToolEvents are what an OpenAI decoder produces for two parallel
-	// calls whose arguments arrive in fragments, usage after the finish.
-	geminiToolEvents = []ir.StreamEvent{
-		{Kind: ir.StreamStart, ID: "chatcmpl-2", Model: "gpt-4o"},
-		{Kind: ir.StreamToolStart, Index: 0, ID: "call_1", Name: "get_weather"},
-		{Kind: ir.StreamToolArgs, Index: 0, Text: `{"city":`},
-		{Kind: ir.StreamToolArgs, Index: 0, Text: "\n  \"Paris\"}"},
-		{Kind: ir.StreamToolStart, Index: 1, ID: "call_2", Name: "get_time", Signature: "c2lnbmF0dXJl"},
-		{Kind: ir.StreamToolArgs, Index: 1, Text: `{"tz":`},
-		{Kind: ir.StreamFinish, Finish: ir.FinishToolCalls},
-		{Kind: ir.StreamUsage, Usage: ir.TokenUsage{Input: 20, Output: 15}},
-	}
-)

@@ -18,6 +18,7 @@ import (
 	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/shared"
 
+	"github.com/detour-proxy/detour/internal/codectest"
 	"github.com/detour-proxy/detour/rewrite"
 	"github.com/detour-proxy/detour/rewrite/ir"
 	"github.com/detour-proxy/detour/rewrite/openai"
@@ -215,26 +216,9 @@ func TestOpenAICodecSDKToolRoundTrip(t *testing.T) {
 		Seed:              ptr(int64(5)),
 		User:              "u-9",
 	}
-	if !reflect.DeepEqual(normalizeRequest(t, r), normalizeRequest(t, want)) {
-		t.Errorf("decoded SDK request\n got %s\nwant %s", marshalIndent(t, r), marshalIndent(t, want))
+	if !reflect.DeepEqual(codectest.NormalizeRequest(t, r), codectest.NormalizeRequest(t, want)) {
+		t.Errorf("decoded SDK request\n got %s\nwant %s", codectest.MarshalIndent(t, r), codectest.MarshalIndent(t, want))
 	}
-}
-
-// openaiDataLines returns the data of every event of an encoded stream.
-func openaiDataLines(t *testing.T, stream []byte) [][]byte {
-	t.Helper()
-	if !bytes.HasSuffix(stream, []byte("\n\n")) {
-		t.Fatalf("stream does not end with a blank line: %q", stream)
-	}
-	var out [][]byte
-	for _, ev := range bytes.Split(bytes.TrimSuffix(stream, []byte("\n\n")), []byte("\n\n")) {
-		line, ok := bytes.CutPrefix(ev, []byte("data: "))
-		if !ok || bytes.ContainsAny(line, "\r\n") {
-			t.Fatalf("event is not one data line: %q", ev)
-		}
-		out = append(out, line)
-	}
-	return out
 }
 
 // openaiAccumulate feeds every chunk of an encoded stream to a
@@ -243,7 +227,7 @@ func openaiDataLines(t *testing.T, stream []byte) [][]byte {
 func openaiAccumulate(t *testing.T, stream []byte) oai.ChatCompletionAccumulator {
 	t.Helper()
 	var acc oai.ChatCompletionAccumulator
-	lines := openaiDataLines(t, stream)
+	lines := codectest.OpenAIDataLines(t, stream)
 	if string(lines[len(lines)-1]) != "[DONE]" {
 		t.Fatalf("stream does not end with [DONE]: %q", lines[len(lines)-1])
 	}
@@ -259,34 +243,9 @@ func openaiAccumulate(t *testing.T, stream []byte) oai.ChatCompletionAccumulator
 	return acc
 }
 
-// openaiTextStream is a text answer the way an Anthropic decoder delivers it:
-// input usage at the start, output usage before the finish.
-var openaiTextStream = []ir.StreamEvent{
-	{Kind: ir.StreamStart, ID: "msg_01", Model: "claude-sonnet-4-5", Usage: ir.TokenUsage{Input: 9, Output: 1}},
-	{Kind: ir.StreamThinking, Text: "Greet back."},
-	{Kind: ir.StreamText, Text: "Hi"},
-	{Kind: ir.StreamText, Text: " there, "},
-	{Kind: ir.StreamText, Text: "\"friend\" <3\n"},
-	{Kind: ir.StreamUsage, Usage: ir.TokenUsage{Output: 6}},
-	{Kind: ir.StreamFinish, Finish: ir.FinishStop},
-}
-
-// openaiParallelToolStream is two parallel tool calls whose argument fragments
-// interleave, finished with "stop" as Gemini and Anthropic decoders may say.
-var openaiParallelToolStream = []ir.StreamEvent{
-	{Kind: ir.StreamStart, ID: "r1", Model: "gemini-2.5-flash"},
-	{Kind: ir.StreamToolStart, Index: 0, ID: "call_a", Name: "get_weather"},
-	{Kind: ir.StreamToolArgs, Index: 0, Text: `{"city":`},
-	{Kind: ir.StreamToolStart, Index: 1, ID: "call_b", Name: "get_time"},
-	{Kind: ir.StreamToolArgs, Index: 1, Text: `{"tz":"Europe/Rome"}`},
-	{Kind: ir.StreamToolArgs, Index: 0, Text: `"Paris"}`},
-	{Kind: ir.StreamUsage, Usage: ir.TokenUsage{Input: 20, Output: 12}},
-	{Kind: ir.StreamFinish, Finish: ir.FinishStop},
-}
-
 func TestOpenAICodecSDKAccumulatesTextStream(t *testing.T) {
 	for _, includeUsage := range []bool{true, false} {
-		stream := openaiEncodeEvents(openaiTextStream, ir.StreamOptions{Model: "gpt-4o", IncludeUsage: includeUsage, Created: testCreated})
+		stream := openaiEncodeEvents(codectest.OpenAITextStream, ir.StreamOptions{Model: "gpt-4o", IncludeUsage: includeUsage, Created: testCreated})
 		acc := openaiAccumulate(t, stream)
 		if acc.ID != "chatcmpl-msg_01" || acc.Model != "gpt-4o" || len(acc.Choices) != 1 {
 			t.Fatalf("include_usage=%v: id %q model %q choices %d", includeUsage, acc.ID, acc.Model, len(acc.Choices))
@@ -313,7 +272,7 @@ func TestOpenAICodecSDKAccumulatesTextStream(t *testing.T) {
 }
 
 func TestOpenAICodecSDKAccumulatesParallelToolCalls(t *testing.T) {
-	stream := openaiEncodeEvents(openaiParallelToolStream, ir.StreamOptions{Model: "gpt-4o", IncludeUsage: true, Created: testCreated})
+	stream := openaiEncodeEvents(codectest.OpenAIParallelToolStream, ir.StreamOptions{Model: "gpt-4o", IncludeUsage: true, Created: testCreated})
 	acc := openaiAccumulate(t, stream)
 	ch := acc.Choices[0]
 	if ch.FinishReason != "tool_calls" {
@@ -344,7 +303,7 @@ func TestOpenAICodecSDKAccumulatesParallelToolCalls(t *testing.T) {
 // client's NewStreaming: the text arrives, [DONE] ends the stream cleanly,
 // and an in-stream error ends it with an ssestream.StreamError.
 func TestOpenAICodecSDKStreamThroughClient(t *testing.T) {
-	ok := openaiEncodeEvents(openaiTextStream, ir.StreamOptions{Model: "gpt-4o", IncludeUsage: true})
+	ok := openaiEncodeEvents(codectest.OpenAITextStream, ir.StreamOptions{Model: "gpt-4o", IncludeUsage: true})
 	e := openai.NewStreamEncoder(ir.StreamOptions{Model: "gpt-4o"})
 	var failed []byte
 	failed = e.Encode(failed, ir.StreamEvent{Kind: ir.StreamStart, ID: "x"})

@@ -11,6 +11,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	oresp "github.com/openai/openai-go/v3/responses"
 
+	"github.com/detour-proxy/detour/internal/codectest"
 	"github.com/detour-proxy/detour/rewrite"
 	"github.com/detour-proxy/detour/rewrite/ir"
 	"github.com/detour-proxy/detour/rewrite/responses"
@@ -68,7 +69,7 @@ func TestResponsesCodecSDKReadsEncodedResponse(t *testing.T) {
 
 func TestResponsesCodecSDKReadsEncodedStream(t *testing.T) {
 	t.Parallel()
-	c := responsesSDKClient(t, "text/event-stream", responsesEncodeAll(responsesTextAndTool...))
+	c := responsesSDKClient(t, "text/event-stream", responsesEncodeAll(codectest.ResponsesTextAndTool...))
 	st := c.Responses.NewStreaming(context.Background(), oresp.ResponseNewParams{Model: "gpt-app", Input: oresp.ResponseNewParamsInputUnion{OfString: oai.String("hi")}})
 	var text, args string
 	var completed *oresp.Response
@@ -134,16 +135,4 @@ func responsesEncodeAll(evs ...ir.StreamEvent) []byte {
 		out = e.Encode(out, ev)
 	}
 	return e.Close(out)
-}
-
-var responsesTextAndTool = []ir.StreamEvent{
-	{Kind: ir.StreamStart, ID: "msg_01abc", Model: "claude"},
-	{Kind: ir.StreamText, Text: "Let me "},
-	{Kind: ir.StreamThinking, Text: "hidden"},
-	{Kind: ir.StreamText, Text: "look."},
-	{Kind: ir.StreamToolStart, Index: 0, ID: "toolu_1", Name: "get_weather"},
-	{Kind: ir.StreamToolArgs, Index: 0, Text: `{"city":`},
-	{Kind: ir.StreamToolArgs, Index: 0, Text: `"Paris"}`},
-	{Kind: ir.StreamFinish, Finish: ir.FinishToolCalls},
-	{Kind: ir.StreamUsage, Usage: ir.TokenUsage{Input: 20, Output: 9, CachedInput: 4}},
 }

@@ -16,71 +16,18 @@ import (
 	oaioption "github.com/openai/openai-go/v3/option"
 	"google.golang.org/genai"
 
+	"github.com/detour-proxy/detour/internal/codectest"
 	"github.com/detour-proxy/detour/rewrite"
 	"github.com/detour-proxy/detour/rewrite/ir"
 	"github.com/detour-proxy/detour/rewrite/translate"
 )
 
-// synthCreated is the creation time of the test answers.
-const synthCreated = 1735689600
-
-// The answers the tests synthesize: what a cache would hold (two of
-// rewrite/translate's Synthesize tests' answers).
+// synthText and synthTool are the answers of internal/codectest that
+// rewrite/translate's Synthesize tests share.
 var (
-	synthText = &ir.Response{
-		ID: "r1", Model: "upstream-model", Created: synthCreated,
-		Parts:  []ir.Part{{Kind: ir.PartText, Text: "Hello, \"world\" <3 & é 😀\nline\u2028two"}},
-		Finish: ir.FinishStop,
-		Usage:  ir.TokenUsage{Input: 12, Output: 5},
-	}
-	synthTool = &ir.Response{
-		ID: "r2", Model: "upstream-model", Created: synthCreated,
-		Parts: []ir.Part{
-			{Kind: ir.PartThinking, Text: "The user wants weather.", Signature: "c2lnbmF0dXJl"},
-			{Kind: ir.PartText, Text: "Let me check."},
-			{Kind: ir.PartToolCall, ToolCall: &ir.ToolCall{ID: "call_w1", Name: "get_weather",
-				Arguments: json.RawMessage(`{"city": "Paris", "days": 2}`), ThoughtSignature: "dGhvdWdodA=="}},
-			{Kind: ir.PartToolCall, ToolCall: &ir.ToolCall{ID: "call_t2", Name: "get_time", Arguments: json.RawMessage(`{}`)}},
-		},
-		Finish: ir.FinishToolCalls,
-		Usage:  ir.TokenUsage{Input: 120, Output: 30, CachedInput: 100},
-	}
+	synthText = codectest.SynthText
+	synthTool = codectest.SynthTool
 )
-
-// answerView is what an app gets out of an answer, as comparable values.
-type answerView struct {
-	ID, Model string
-	Created   int64
-	Text      string
-	Thinking  string
-	Signature string // Anthropic's thinking signature
-	Calls     []callView
-	Finish    ir.FinishReason
-	Usage     ir.TokenUsage
-}
-
-type callView struct{ ID, Name, Args, ThoughtSignature string }
-
-func viewOf(t testing.TB, r *ir.Response) answerView {
-	t.Helper()
-	v := answerView{ID: r.ID, Model: r.Model, Created: r.Created, Finish: r.Finish, Usage: r.Usage}
-	for _, p := range r.Parts {
-		switch p.Kind {
-		case ir.PartText:
-			v.Text += p.Text
-		case ir.PartThinking:
-			v.Thinking += p.Text
-			v.Signature += p.Signature
-		case ir.PartToolCall:
-			var buf bytes.Buffer
-			if err := json.Compact(&buf, p.ToolCall.Arguments); err != nil {
-				t.Errorf("call %s: arguments %q are not JSON", p.ToolCall.Name, p.ToolCall.Arguments)
-			}
-			v.Calls = append(v.Calls, callView{p.ToolCall.ID, p.ToolCall.Name, buf.String(), p.ToolCall.ThoughtSignature})
-		}
-	}
-	return v
-}
 
 // --- The official SDKs read what Synthesize writes. ---
 
@@ -118,7 +65,7 @@ func TestSynthesizeOpenAISDK(t *testing.T) {
 	for _, a := range []*ir.Response{synthText, synthTool} {
 		srv := synthServer(t, rewrite.OpenAI, a)
 		client := oai.NewClient(oaioption.WithBaseURL(srv.URL), oaioption.WithAPIKey("sk-test"), oaioption.WithMaxRetries(0))
-		want := viewOf(t, a)
+		want := codectest.ViewOf(t, a)
 		params := oai.ChatCompletionNewParams{Model: "gpt-4o", Messages: []oai.ChatCompletionMessageParamUnion{oai.UserMessage("hi")}}
 
 		c, err := client.Chat.Completions.New(context.Background(), params)
@@ -144,7 +91,7 @@ func TestSynthesizeOpenAISDK(t *testing.T) {
 	}
 }
 
-func checkOpenAICompletion(t *testing.T, how, id, model string, msg oai.ChatCompletionMessage, finish string, u oai.CompletionUsage, want answerView, usage bool) {
+func checkOpenAICompletion(t *testing.T, how, id, model string, msg oai.ChatCompletionMessage, finish string, u oai.CompletionUsage, want codectest.AnswerView, usage bool) {
 	t.Helper()
 	if id != "chatcmpl-"+want.ID || model != "gpt-4o" || msg.Content != want.Text {
 		t.Errorf("%s: id %q model %q content %q", how, id, model, msg.Content)
@@ -179,7 +126,7 @@ func TestSynthesizeAnthropicSDK(t *testing.T) {
 			Model: "claude-sonnet-4-5", MaxTokens: 100,
 			Messages: []sdk.MessageParam{sdk.NewUserMessage(sdk.NewTextBlock("hi"))},
 		}
-		want := viewOf(t, a)
+		want := codectest.ViewOf(t, a)
 		msg, err := client.Messages.New(context.Background(), params)
 		if err != nil {
 			t.Fatal(err)
@@ -200,10 +147,10 @@ func TestSynthesizeAnthropicSDK(t *testing.T) {
 	}
 }
 
-func checkAnthropicMessage(t *testing.T, how string, msg sdk.Message, want answerView) {
+func checkAnthropicMessage(t *testing.T, how string, msg sdk.Message, want codectest.AnswerView) {
 	t.Helper()
 	var text, thinking, sig string
-	var calls []callView
+	var calls []codectest.CallView
 	for _, b := range msg.Content {
 		switch b.Type {
 		case "text":
@@ -214,7 +161,7 @@ func checkAnthropicMessage(t *testing.T, how string, msg sdk.Message, want answe
 		case "tool_use":
 			var buf bytes.Buffer
 			_ = json.Compact(&buf, b.Input)
-			calls = append(calls, callView{ID: b.ID, Name: b.Name, Args: buf.String()})
+			calls = append(calls, codectest.CallView{ID: b.ID, Name: b.Name, Args: buf.String()})
 		}
 	}
 	for i := range want.Calls {
@@ -245,7 +192,7 @@ func TestSynthesizeGenAISDK(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := viewOf(t, a)
+		want := codectest.ViewOf(t, a)
 		resp, err := client.Models.GenerateContent(context.Background(), "gemini-2.5-flash", genai.Text("hi"), nil)
 		if err != nil {
 			t.Fatal(err)
@@ -263,10 +210,10 @@ func TestSynthesizeGenAISDK(t *testing.T) {
 	}
 }
 
-func checkGenAI(t *testing.T, how string, chunks []*genai.GenerateContentResponse, want answerView) {
+func checkGenAI(t *testing.T, how string, chunks []*genai.GenerateContentResponse, want codectest.AnswerView) {
 	t.Helper()
 	var text, thinking string
-	var calls []callView
+	var calls []codectest.CallView
 	for _, c := range chunks {
 		if c.ModelVersion != "gemini-2.5-flash" || c.ResponseID != want.ID {
 			t.Errorf("%s: modelVersion %q responseId %q", how, c.ModelVersion, c.ResponseID)
@@ -275,7 +222,7 @@ func checkGenAI(t *testing.T, how string, chunks []*genai.GenerateContentRespons
 			switch {
 			case p.FunctionCall != nil:
 				args, _ := json.Marshal(p.FunctionCall.Args)
-				calls = append(calls, callView{ID: p.FunctionCall.ID, Name: p.FunctionCall.Name, Args: string(args), ThoughtSignature: string(p.ThoughtSignature)})
+				calls = append(calls, codectest.CallView{ID: p.FunctionCall.ID, Name: p.FunctionCall.Name, Args: string(args), ThoughtSignature: string(p.ThoughtSignature)})
 			case p.Thought:
 				thinking += p.Text
 			default:

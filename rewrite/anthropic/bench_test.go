@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/detour-proxy/detour/internal/codectest"
 	"github.com/detour-proxy/detour/rewrite/ir"
 	"github.com/detour-proxy/detour/rewrite/sse"
 )
@@ -56,7 +57,7 @@ func BenchmarkDecodeRequest10KB(b *testing.B) {
 }
 
 func BenchmarkEncodeResponse(b *testing.B) {
-	r := toolResponse()
+	r := codectest.AnthropicToolResponse()
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := EncodeResponse(r, "claude-sonnet-4-5"); err != nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/detour-proxy/detour/internal/codectest"
 	"github.com/detour-proxy/detour/rewrite/ir"
 )
 
@@ -339,14 +340,14 @@ func checkRequestRulesPairing(t *testing.T, body []byte, pairing bool) {
 				}
 				otherSeen = true
 			case "tool_use":
-				if !anthropicIDRe(b.ID) || !isObject(b.Input) {
+				if !codectest.AnthropicID(b.ID) || !isObject(b.Input) {
 					t.Errorf("tool_use id %q input %s", b.ID, b.Input)
 				}
 			case "tool_result":
 				if otherSeen {
 					t.Errorf("message %d: tool_result after other blocks", i)
 				}
-				if !anthropicIDRe(b.ToolUseID) {
+				if !codectest.AnthropicID(b.ToolUseID) {
 					t.Errorf("tool_result id %q", b.ToolUseID)
 				}
 				results = append(results, b.ToolUseID)
@@ -370,18 +371,6 @@ func checkRequestRulesPairing(t *testing.T, body []byte, pairing bool) {
 			}
 		}
 	}
-}
-
-func anthropicIDRe(id string) bool {
-	if id == "" {
-		return false
-	}
-	for _, c := range id {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 func TestEncodeRequestRules(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/detour-proxy/detour/internal/codectest"
 	"github.com/detour-proxy/detour/rewrite/ir"
 )
 
@@ -89,26 +90,8 @@ func TestStopReasons(t *testing.T) {
 	}
 }
 
-// toolResponse is an OpenAI-decoded answer: text, then two calls, one with
-// an id Anthropic refuses and one with non-object arguments; finish "stop"
-// though it called tools.
-func toolResponse() *ir.Response {
-	return &ir.Response{
-		ID:    "chatcmpl-123",
-		Model: "gpt-4o-2024-08-06",
-		Parts: []ir.Part{
-			{Kind: ir.PartThinking, Text: "The user wants weather."},
-			{Kind: ir.PartText, Text: "Let me check <both> & more."},
-			{Kind: ir.PartToolCall, ToolCall: &ir.ToolCall{ID: "call:a/1", Name: "get_weather", Arguments: json.RawMessage(`{"city":"Paris"}`)}},
-			{Kind: ir.PartToolCall, ToolCall: &ir.ToolCall{ID: "call_b", Name: "get_time", Arguments: json.RawMessage(`[1]`)}},
-		},
-		Finish: ir.FinishStop,
-		Usage:  ir.TokenUsage{Input: 1200, CachedInput: 1000, Output: 40},
-	}
-}
-
 func TestEncodeResponseGolden(t *testing.T) {
-	got, err := EncodeResponse(toolResponse(), "claude-sonnet-4-5")
+	got, err := EncodeResponse(codectest.AnthropicToolResponse(), "claude-sonnet-4-5")
 	if err != nil {
 		t.Fatal(err)
 	}

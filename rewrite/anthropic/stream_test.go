@@ -4,77 +4,9 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/detour-proxy/detour/internal/codectest"
 	"github.com/detour-proxy/detour/rewrite/ir"
 	"github.com/detour-proxy/detour/rewrite/sse"
-)
-
-// The example streams of docs/vendors.md#anthropic-stream.
-const (
-	textStream = `event: message_start
-data: {"type":"message_start","message":{"id":"msg_01","type":"message","role":"assistant","content":[],"model":"claude-sonnet-4-5","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":9,"output_tokens":1}}}
-
-event: content_block_start
-data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}
-
-event: ping
-data: {"type":"ping"}
-
-event: content_block_delta
-data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi!"}}
-
-event: content_block_stop
-data: {"type":"content_block_stop","index":0}
-
-event: message_delta
-data: {"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":2}}
-
-event: message_stop
-data: {"type":"message_stop"}
-
-`
-	toolStream = `event: message_start
-data: {"type":"message_start","message":{"id":"msg_02","type":"message","role":"assistant","content":[],"model":"claude-sonnet-4-5","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":20,"cache_read_input_tokens":100,"output_tokens":1}}}
-
-event: content_block_start
-data: {"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}
-
-event: content_block_delta
-data: {"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"Weather, then time."}}
-
-event: content_block_delta
-data: {"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"c2ln"}}
-
-event: content_block_stop
-data: {"type":"content_block_stop","index":0}
-
-event: content_block_start
-data: {"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"dtr_Y2FsbDox","name":"get_weather","input":{}}}
-
-event: content_block_delta
-data: {"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"city\":"}}
-
-event: content_block_delta
-data: {"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"\"Paris\"}"}}
-
-event: content_block_stop
-data: {"type":"content_block_stop","index":1}
-
-event: content_block_start
-data: {"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"toolu_02","name":"get_time","input":{}}}
-
-event: content_block_delta
-data: {"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":""}}
-
-event: content_block_stop
-data: {"type":"content_block_stop","index":2}
-
-event: message_delta
-data: {"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":15}}
-
-event: message_stop
-data: {"type":"message_stop"}
-
-`
 )
 
 func TestStreamDecoder(t *testing.T) {
@@ -85,7 +17,7 @@ func TestStreamDecoder(t *testing.T) {
 	}{
 		{
 			name:   "text",
-			stream: textStream,
+			stream: codectest.AnthropicTextStream,
 			want: []ir.StreamEvent{
 				{Kind: ir.StreamStart, ID: "msg_01", Model: "claude-sonnet-4-5", Usage: ir.TokenUsage{Input: 9}},
 				{Kind: ir.StreamText, Text: "Hi!"},
@@ -95,7 +27,7 @@ func TestStreamDecoder(t *testing.T) {
 		},
 		{
 			name:   "thinking and tools, parameterless tool gets {}",
-			stream: toolStream,
+			stream: codectest.AnthropicToolStream,
 			want: []ir.StreamEvent{
 				{Kind: ir.StreamStart, ID: "msg_02", Model: "claude-sonnet-4-5", Usage: ir.TokenUsage{Input: 120, CachedInput: 100}},
 				{Kind: ir.StreamThinking, Text: "Weather, then time."},
@@ -145,7 +77,7 @@ data: {"type":"content_block_delta","index":0,"delta":{"type":"citations_delta",
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := decodeStream(t, tc.stream)
+			got := codectest.DecodeStream(t, NewStreamDecoder(), tc.stream)
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("got  %s\nwant %s", jsonOf(got), jsonOf(tc.want))
 			}
@@ -166,7 +98,7 @@ func TestStreamDecoderErrors(t *testing.T) {
 		{"broken", "event: error\ndata: {\"type\":\"err\n\n", "server_error", 500, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := decodeStream(t, tc.event)
+			got := codectest.DecodeStream(t, NewStreamDecoder(), tc.event)
 			if len(got) != 1 || got[0].Kind != ir.StreamError || got[0].Err == nil {
 				t.Fatalf("got %s", jsonOf(got))
 			}
@@ -188,38 +120,6 @@ func TestStreamDecoderErrors(t *testing.T) {
 	}
 }
 
-// textEvents, toolEvents and parameterlessEvents are what a decoder of
-// another vendor produces; the three streams of the Anthropic app's tests.
-var (
-	textEvents = []ir.StreamEvent{
-		{Kind: ir.StreamStart, ID: "chatcmpl-1", Model: "gpt-4o"},
-		{Kind: ir.StreamText, Text: ""},
-		{Kind: ir.StreamText, Text: "Hello"},
-		{Kind: ir.StreamText, Text: ", \"world\" <&>\n"},
-		{Kind: ir.StreamFinish, Finish: ir.FinishStop},
-		{Kind: ir.StreamUsage, Usage: ir.TokenUsage{Input: 1209, CachedInput: 1000, Output: 3}},
-	}
-	toolEvents = []ir.StreamEvent{
-		{Kind: ir.StreamStart, ID: "r2", Model: "gemini-2.5-flash", Usage: ir.TokenUsage{Input: 20}},
-		{Kind: ir.StreamText, Text: "Checking both."},
-		{Kind: ir.StreamToolStart, Index: 0, ID: "call:w/1", Name: "get_weather"},
-		{Kind: ir.StreamToolArgs, Index: 0, Text: ""},
-		{Kind: ir.StreamToolArgs, Index: 0, Text: `{"city":`},
-		{Kind: ir.StreamToolArgs, Index: 0, Text: `"Paris"}`},
-		{Kind: ir.StreamToolStart, Index: 1, ID: "call_t", Name: "get_time"},
-		{Kind: ir.StreamToolArgs, Index: 1, Text: `{"tz":"Europe/Paris"}`},
-		{Kind: ir.StreamFinish, Finish: ir.FinishStop}, // Gemini says STOP even with calls
-		{Kind: ir.StreamUsage, Usage: ir.TokenUsage{Input: 20, Output: 25}},
-	}
-	parameterlessEvents = []ir.StreamEvent{
-		{Kind: ir.StreamStart, ID: "chatcmpl-3", Model: "gpt-4o"},
-		{Kind: ir.StreamToolStart, Index: 0, ID: "call_now", Name: "get_time"},
-		{Kind: ir.StreamToolArgs, Index: 0, Text: ""},
-		{Kind: ir.StreamFinish, Finish: ir.FinishToolCalls},
-		{Kind: ir.StreamUsage, Usage: ir.TokenUsage{Input: 12, Output: 5}},
-	}
-)
-
 // TestStreamEncoderGolden holds the encoder's output for the Anthropic app's
 // three streams byte for byte, and to the framing the SDK relies on.
 // internal/sdkcheck's TestAnthropicCodecStreamEncoderSDK reads the same
@@ -230,14 +130,14 @@ func TestStreamEncoderGolden(t *testing.T) {
 		name, file string
 		events     []ir.StreamEvent
 	}{
-		{"text", "stream_text.sse", textEvents},
-		{"text then two tool calls", "stream_tools.sse", toolEvents},
-		{"parameterless tool", "stream_parameterless.sse", parameterlessEvents},
+		{"text", "stream_text.sse", codectest.AnthropicTextEvents},
+		{"text then two tool calls", "stream_tools.sse", codectest.AnthropicToolEvents},
+		{"parameterless tool", "stream_parameterless.sse", codectest.AnthropicParameterlessEvents},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			stream := encodeStream(opts, tc.events...)
 			golden(t, tc.file, stream)
-			checkStreamFraming(t, stream)
+			codectest.CheckAnthropicStreamFraming(t, stream)
 		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/detour-proxy/detour/internal/codectest"
 	"github.com/detour-proxy/detour/rewrite/ir"
 )
 
@@ -115,21 +116,9 @@ func TestDecodeResponseErrors(t *testing.T) {
 	}
 }
 
-// sampleResponse is an answer as another vendor's decoder produces it.
-func sampleResponse() *ir.Response {
-	return &ir.Response{
-		ID: "chatcmpl-9", Model: "gpt-4o", Created: 1735689600,
-		Parts: []ir.Part{
-			{Kind: ir.PartThinking, Text: "Plan: call the tool.", Signature: "anthropic-sig"},
-			{Kind: ir.PartText, Text: "Let me check <that>."},
-			{Kind: ir.PartText, Text: ""},
-			{Kind: ir.PartToolCall, ToolCall: &ir.ToolCall{ID: "call_1", Name: "get_weather", Arguments: json.RawMessage(`{"city": "Paris"}`)}},
-			{Kind: ir.PartToolCall, ToolCall: &ir.ToolCall{ID: "call_2", Name: "get_time", Arguments: json.RawMessage(`not json`), ThoughtSignature: "not base64!"}},
-		},
-		Finish: ir.FinishToolCalls,
-		Usage:  ir.TokenUsage{Input: 120, CachedInput: 100, Output: 45, Reasoning: 15},
-	}
-}
+// sampleResponse is an answer as another vendor's decoder produces it
+// (codectest's, which internal/sdkcheck's go-genai tests encode too).
+func sampleResponse() *ir.Response { return codectest.GeminiSampleResponse() }
 
 func TestEncodeResponseGolden(t *testing.T) {
 	b, err := EncodeResponse(sampleResponse(), "gemini-2.5-flash")

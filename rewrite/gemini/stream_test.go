@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/detour-proxy/detour/internal/codectest"
 	"github.com/detour-proxy/detour/rewrite"
 	"github.com/detour-proxy/detour/rewrite/ir"
 	"github.com/detour-proxy/detour/rewrite/sse"
@@ -249,29 +250,11 @@ func encodeStream(o ir.StreamOptions, evs ...ir.StreamEvent) []byte {
 	return e.Close(out)
 }
 
+// textEvents and toolEvents are internal/codectest's, which
+// internal/sdkcheck's go-genai tests encode too.
 var (
-	textEvents = []ir.StreamEvent{
-		{Kind: ir.StreamStart, ID: "msg_01", Model: "claude-sonnet-4-5", Usage: ir.TokenUsage{Input: 9}},
-		{Kind: ir.StreamThinking, Text: "Greet back."},
-		{Kind: ir.StreamThinking, Signature: "EqQBCg=="},
-		{Kind: ir.StreamText, Text: "Hi"},
-		{Kind: ir.StreamText, Text: ""},
-		{Kind: ir.StreamText, Text: "! \"quoted\"\nnew line <b>"},
-		{Kind: ir.StreamFinish, Finish: ir.FinishStop},
-		{Kind: ir.StreamUsage, Usage: ir.TokenUsage{Input: 9, Output: 6, Reasoning: 3}},
-	}
-	// toolEvents are what an OpenAI decoder produces for two parallel
-	// calls whose arguments arrive in fragments, usage after the finish.
-	toolEvents = []ir.StreamEvent{
-		{Kind: ir.StreamStart, ID: "chatcmpl-2", Model: "gpt-4o"},
-		{Kind: ir.StreamToolStart, Index: 0, ID: "call_1", Name: "get_weather"},
-		{Kind: ir.StreamToolArgs, Index: 0, Text: `{"city":`},
-		{Kind: ir.StreamToolArgs, Index: 0, Text: "\n  \"Paris\"}"},
-		{Kind: ir.StreamToolStart, Index: 1, ID: "call_2", Name: "get_time", Signature: "c2lnbmF0dXJl"},
-		{Kind: ir.StreamToolArgs, Index: 1, Text: `{"tz":`},
-		{Kind: ir.StreamFinish, Finish: ir.FinishToolCalls},
-		{Kind: ir.StreamUsage, Usage: ir.TokenUsage{Input: 20, Output: 15}},
-	}
+	textEvents = codectest.GeminiTextEvents
+	toolEvents = codectest.GeminiToolEvents
 )
 
 func TestStreamEncoderGolden(t *testing.T) {

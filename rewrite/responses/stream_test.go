@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/detour-proxy/detour/internal/codectest"
 	"github.com/detour-proxy/detour/rewrite"
 	"github.com/detour-proxy/detour/rewrite/ir"
 	"github.com/detour-proxy/detour/rewrite/sse"
@@ -122,17 +123,9 @@ func encodeAll(evs ...ir.StreamEvent) []byte {
 	return e.Close(out)
 }
 
-var textAndTool = []ir.StreamEvent{
-	{Kind: ir.StreamStart, ID: "msg_01abc", Model: "claude"},
-	{Kind: ir.StreamText, Text: "Let me "},
-	{Kind: ir.StreamThinking, Text: "hidden"},
-	{Kind: ir.StreamText, Text: "look."},
-	{Kind: ir.StreamToolStart, Index: 0, ID: "toolu_1", Name: "get_weather"},
-	{Kind: ir.StreamToolArgs, Index: 0, Text: `{"city":`},
-	{Kind: ir.StreamToolArgs, Index: 0, Text: `"Paris"}`},
-	{Kind: ir.StreamFinish, Finish: ir.FinishToolCalls},
-	{Kind: ir.StreamUsage, Usage: ir.TokenUsage{Input: 20, Output: 9, CachedInput: 4}},
-}
+// textAndTool is internal/codectest's, which internal/sdkcheck's openai-go
+// tests read too.
+var textAndTool = codectest.ResponsesTextAndTool
 
 func TestStreamEncoderEventOrder(t *testing.T) {
 	t.Parallel()

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/detour-proxy/detour/internal/codectest"
 	"github.com/detour-proxy/detour/rewrite"
 	"github.com/detour-proxy/detour/rewrite/anthropic"
 	"github.com/detour-proxy/detour/rewrite/gemini"
@@ -17,29 +18,14 @@ import (
 	"github.com/detour-proxy/detour/rewrite/openai"
 )
 
-// synthCreated is the creation time of the test answers.
-const synthCreated = 1735689600
+// synthCreated, synthText and synthTool are the answers of
+// internal/codectest that internal/sdkcheck's Synthesize tests share.
+const synthCreated = codectest.SynthCreated
 
 // The answers the tests synthesize: what a cache would hold.
 var (
-	synthText = &ir.Response{
-		ID: "r1", Model: "upstream-model", Created: synthCreated,
-		Parts:  []ir.Part{{Kind: ir.PartText, Text: "Hello, \"world\" <3 & é 😀\nline\u2028two"}},
-		Finish: ir.FinishStop,
-		Usage:  ir.TokenUsage{Input: 12, Output: 5},
-	}
-	synthTool = &ir.Response{
-		ID: "r2", Model: "upstream-model", Created: synthCreated,
-		Parts: []ir.Part{
-			{Kind: ir.PartThinking, Text: "The user wants weather.", Signature: "c2lnbmF0dXJl"},
-			{Kind: ir.PartText, Text: "Let me check."},
-			{Kind: ir.PartToolCall, ToolCall: &ir.ToolCall{ID: "call_w1", Name: "get_weather",
-				Arguments: json.RawMessage(`{"city": "Paris", "days": 2}`), ThoughtSignature: "dGhvdWdodA=="}},
-			{Kind: ir.PartToolCall, ToolCall: &ir.ToolCall{ID: "call_t2", Name: "get_time", Arguments: json.RawMessage(`{}`)}},
-		},
-		Finish: ir.FinishToolCalls,
-		Usage:  ir.TokenUsage{Input: 120, Output: 30, CachedInput: 100},
-	}
+	synthText  = codectest.SynthText
+	synthTool  = codectest.SynthTool
 	synthEmpty = &ir.Response{ID: "r3", Model: "upstream-model", Created: synthCreated, Finish: ir.FinishStop}
 	// synthCut was cut off by max_tokens.
 	synthCut = &ir.Response{
@@ -55,39 +41,17 @@ var synthAnswers = []struct {
 	r    *ir.Response
 }{{"text", synthText}, {"tools", synthTool}, {"empty", synthEmpty}, {"length", synthCut}}
 
-// answerView is what an app gets out of an answer, as comparable values.
-type answerView struct {
-	ID, Model string
-	Created   int64
-	Text      string
-	Thinking  string
-	Signature string // Anthropic's thinking signature
-	Calls     []callView
-	Finish    ir.FinishReason
-	Usage     ir.TokenUsage
-}
+// answerView and callView are what an app gets out of an answer, as
+// comparable values (codectest.ViewOf).
+type (
+	answerView = codectest.AnswerView
+	callView   = codectest.CallView
+)
 
-type callView struct{ ID, Name, Args, ThoughtSignature string }
-
+// viewOf is what an app gets out of r.
 func viewOf(t testing.TB, r *ir.Response) answerView {
 	t.Helper()
-	v := answerView{ID: r.ID, Model: r.Model, Created: r.Created, Finish: r.Finish, Usage: r.Usage}
-	for _, p := range r.Parts {
-		switch p.Kind {
-		case ir.PartText:
-			v.Text += p.Text
-		case ir.PartThinking:
-			v.Thinking += p.Text
-			v.Signature += p.Signature
-		case ir.PartToolCall:
-			var buf bytes.Buffer
-			if err := json.Compact(&buf, p.ToolCall.Arguments); err != nil {
-				t.Errorf("call %s: arguments %q are not JSON", p.ToolCall.Name, p.ToolCall.Arguments)
-			}
-			v.Calls = append(v.Calls, callView{p.ToolCall.ID, p.ToolCall.Name, buf.String(), p.ToolCall.ThoughtSignature})
-		}
-	}
-	return v
+	return codectest.ViewOf(t, r)
 }
 
 // wantView is what the app's shape keeps of r after Synthesize: the
