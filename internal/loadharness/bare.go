@@ -15,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/detour-proxy/detour/internal/loadharness/profwin"
 )
 
 // barePoolSize is the buffer size of the bare proxy's BufferPool: the size
@@ -67,10 +69,14 @@ const bareReadyLine = "bare proxy listening "
 
 // bare runs the baseline proxy as a child process of compare, so that it is
 // measured exactly as detour is: its own process, pinned to the same core.
+// With -window (profile's run), it also keeps the measuring window that
+// writes its CPU profile and runtime counts.
 func bare(args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bare", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	upstream := fs.String("upstream", "", "base URL of the vendor to proxy to")
+	window := fs.String("window", "", "prefix of the profile and stats files (profile's run only)")
+	hz := fs.Int("hz", 0, "CPU profile rate with -window (0: 100 Hz)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -85,12 +91,20 @@ func bare(args []string, stderr io.Writer) error {
 	srv := &http.Server{Handler: newBareProxy(u), ReadHeaderTimeout: 30 * time.Second}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	done := make(chan struct{})
+	if *window != "" {
+		go func() { profwin.Run(ctx, *window, *hz); close(done) }()
+	} else {
+		close(done)
+	}
 	go func() {
 		<-ctx.Done()
 		_ = srv.Close()
 	}()
 	fmt.Fprintln(stderr, bareReadyLine+ln.Addr().String())
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+	err = srv.Serve(ln)
+	<-done
+	if !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil

@@ -92,8 +92,6 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return bare(args[1:], stderr)
 	case "profile":
 		return profile(args[1:], stdout, stderr)
-	case "bare-prof":
-		return bareProf(args[1:], stderr)
 	default:
 		return fmt.Errorf("unknown command %q (known: streams, bodies, compare, footprint, profile)", args[0])
 	}

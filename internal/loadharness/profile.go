@@ -2,19 +2,14 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -104,7 +99,7 @@ func profile(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	bc, err := startChild([]string{self, "bare-prof", "-upstream", vsrv.URL, "-window", filepath.Join(*out, "bare"), "-hz", strconv.Itoa(*hz)}, *out, *cpu,
+	bc, err := startChild([]string{self, "bare", "-upstream", vsrv.URL, "-window", filepath.Join(*out, "bare"), "-hz", strconv.Itoa(*hz)}, *out, *cpu,
 		func(line []byte) (string, string, bool) {
 			a, ok := bytes.CutPrefix(line, []byte(bareReadyLine))
 			return string(a), "", ok
@@ -313,40 +308,4 @@ func contextSwitches(pid int) int64 {
 		}
 	}
 	return n
-}
-
-// bareProf is compare's bare proxy with the measuring window beside it.
-func bareProf(args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("bare-prof", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	upstream := fs.String("upstream", "", "base URL of the vendor to proxy to")
-	window := fs.String("window", "", "prefix of the profile and stats files")
-	hz := fs.Int("hz", 0, "CPU profile rate (0: 100 Hz)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	u, err := url.Parse(*upstream)
-	if err != nil || u.Host == "" {
-		return fmt.Errorf("-upstream %q is not a URL", *upstream)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{Handler: newBareProxy(u), ReadHeaderTimeout: 30 * time.Second}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	done := make(chan struct{})
-	go func() { profwin.Run(ctx, *window, *hz); close(done) }()
-	go func() {
-		<-ctx.Done()
-		_ = srv.Close()
-	}()
-	fmt.Fprintln(stderr, bareReadyLine+ln.Addr().String())
-	err = srv.Serve(ln)
-	<-done
-	if !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
 }
