@@ -28,19 +28,6 @@ func readTestdata(t testing.TB, name string) []byte {
 	return b
 }
 
-// indentJSON renders v as indented JSON for golden files and diffs.
-func indentJSON(t testing.TB, v any) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
-
 // reindent re-indents a JSON document so golden files diff by line.
 func reindent(t testing.TB, b []byte) []byte {
 	t.Helper()

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/detour-proxy/detour/internal/codectest"
 	"github.com/detour-proxy/detour/rewrite/ir"
 )
 
@@ -20,7 +21,7 @@ func TestDecodeRequestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			golden(t, name+".ir.golden", indentJSON(t, r))
+			golden(t, name+".ir.golden", codectest.MarshalIndent(t, r))
 		})
 	}
 }
@@ -463,7 +464,7 @@ func TestRequestRoundTrip(t *testing.T) {
 					}
 				}
 			}
-			if a, b := indentJSON(t, r1), indentJSON(t, r2); string(a) != string(b) {
+			if a, b := codectest.MarshalIndent(t, r1), codectest.MarshalIndent(t, r2); string(a) != string(b) {
 				t.Errorf("round trip changed the request\nfirst:\n%s\nsecond:\n%s", a, b)
 			}
 		})

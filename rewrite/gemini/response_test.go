@@ -36,7 +36,7 @@ func TestDecodeResponse(t *testing.T) {
 		Finish: ir.FinishToolCalls,
 		Usage:  ir.TokenUsage{Input: 100, CachedInput: 40, Output: 50, Reasoning: 30},
 	}
-	if a, b := indentJSON(t, r), indentJSON(t, want); string(a) != string(b) {
+	if a, b := codectest.MarshalIndent(t, r), codectest.MarshalIndent(t, want); string(a) != string(b) {
 		t.Errorf("got:\n%s\nwant:\n%s", a, b)
 	}
 }
@@ -170,6 +170,6 @@ func TestResponseRoundTrip(t *testing.T) {
 		Usage:  in.Usage,
 	}
 	if !reflect.DeepEqual(out, want) {
-		t.Errorf("got:\n%s\nwant:\n%s", indentJSON(t, out), indentJSON(t, want))
+		t.Errorf("got:\n%s\nwant:\n%s", codectest.MarshalIndent(t, out), codectest.MarshalIndent(t, want))
 	}
 }

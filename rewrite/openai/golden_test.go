@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/detour-proxy/detour/internal/codectest"
 	"github.com/detour-proxy/detour/internal/testsupport"
 	"github.com/detour-proxy/detour/rewrite"
 	"github.com/detour-proxy/detour/rewrite/ir"
@@ -35,20 +36,6 @@ func indentJSON(t *testing.T, b []byte) []byte {
 		t.Fatalf("invalid JSON %s: %v", b, err)
 	}
 	buf.WriteByte('\n')
-	return buf.Bytes()
-}
-
-// marshalIndent renders an IR value for a golden file, without HTML
-// escaping so that text reads as sent.
-func marshalIndent(t *testing.T, v any) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		t.Fatal(err)
-	}
 	return buf.Bytes()
 }
 
@@ -85,7 +72,7 @@ func TestGoldenRequests(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkGolden(t, base+".ir.golden", marshalIndent(t, r))
+			checkGolden(t, base+".ir.golden", codectest.MarshalIndent(t, r))
 			out, err := EncodeRequest(r, ir.EncodeOptions{Model: "gpt-4o-mini"})
 			if err != nil {
 				t.Fatal(err)
@@ -132,7 +119,7 @@ func TestGoldenResponses(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkGolden(t, base+".ir.golden", marshalIndent(t, r))
+			checkGolden(t, base+".ir.golden", codectest.MarshalIndent(t, r))
 			out, err := EncodeResponse(r, "gpt-4o")
 			if err != nil {
 				t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/detour-proxy/detour/internal/codectest"
 	"github.com/detour-proxy/detour/rewrite/ir"
 )
 
@@ -78,7 +79,7 @@ func TestRequestRoundTrip(t *testing.T) {
 				t.Fatalf("DecodeRequest(%s): %v", body, err)
 			}
 			if !reflect.DeepEqual(normalizeRequest(t, got), normalizeRequest(t, want)) {
-				t.Errorf("round trip changed the request\nbody %s\n got %s\nwant %s", body, marshalIndent(t, got), marshalIndent(t, want))
+				t.Errorf("round trip changed the request\nbody %s\n got %s\nwant %s", body, codectest.MarshalIndent(t, got), codectest.MarshalIndent(t, want))
 			}
 		})
 	}
@@ -117,7 +118,7 @@ func TestResponseRoundTrip(t *testing.T) {
 				t.Fatalf("DecodeResponse(%s): %v", body, err)
 			}
 			if !reflect.DeepEqual(normalizeJSON(t, got), normalizeJSON(t, want)) {
-				t.Errorf("round trip changed the response\nbody %s\n got %s\nwant %s", body, marshalIndent(t, got), marshalIndent(t, want))
+				t.Errorf("round trip changed the response\nbody %s\n got %s\nwant %s", body, codectest.MarshalIndent(t, got), codectest.MarshalIndent(t, want))
 			}
 		})
 	}
@@ -165,7 +166,7 @@ func TestStreamRoundTrip(t *testing.T) {
 func normalizeJSON(t *testing.T, v any) any {
 	t.Helper()
 	var out any
-	if err := json.Unmarshal(marshalIndent(t, v), &out); err != nil {
+	if err := json.Unmarshal(codectest.MarshalIndent(t, v), &out); err != nil {
 		t.Fatal(err)
 	}
 	return out
