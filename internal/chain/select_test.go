@@ -54,11 +54,11 @@ func seeded(seed uint64) func(*chain.Runner) {
 func TestWeightedCanaryShare(t *testing.T) {
 	t.Parallel()
 	vs := newMemVendors("primary", "canary")
-	r := newMemVendorRunner(t, vs, selectPolicy([]string{memUpstream("primary", ""), memUpstream("canary", "")}, `["primary","canary"]`,
+	r := newInlineVendorRunner(t, vs, selectPolicy([]string{memUpstream("primary", ""), memUpstream("canary", "")}, `["primary","canary"]`,
 		`{"strategy": "weighted", "weights": {"primary": 90, "canary": 10}}`), seeded(1))
 	const n = 1000
 	for range n {
-		if resp := r.postAs(t, "sk-app", chatBody); resp.StatusCode != 200 {
+		if resp := r.postInline(t, "sk-app", chatBody); resp.StatusCode != 200 {
 			t.Fatalf("status %d", resp.StatusCode)
 		}
 	}
@@ -71,7 +71,7 @@ func TestWeightedCanaryShare(t *testing.T) {
 	vs["canary"].SetDefault(fv.Fault{Kind: fv.Status, Class: fv.ClassServerError})
 	fellOver := 0
 	for range 200 {
-		if by := r.postAs(t, "sk-app", chatBody).Header.Get(chain.HeaderAnsweredBy); by != "primary" {
+		if by := r.postInline(t, "sk-app", chatBody).Header.Get(chain.HeaderAnsweredBy); by != "primary" {
 			t.Fatalf("answered by %q; want primary (the canary fails)", by)
 		}
 		if rec := r.record(t); len(rec.Attempts) == 2 {
@@ -101,7 +101,7 @@ func assertShare(t *testing.T, got, n int, p float64) {
 func TestWeightedStickyKeepsAConversationOnOneUpstream(t *testing.T) {
 	t.Parallel()
 	vs := newMemVendors("primary", "canary")
-	r := newMemVendorRunner(t, vs, selectPolicy([]string{memUpstream("primary", ""), memUpstream("canary", "")}, `["primary","canary"]`,
+	r := newInlineVendorRunner(t, vs, selectPolicy([]string{memUpstream("primary", ""), memUpstream("canary", "")}, `["primary","canary"]`,
 		`{"strategy": "weighted", "weights": {"primary": 80, "canary": 20}, "sticky": true}`), nil)
 	const conversations = 500
 	canary := 0
@@ -113,7 +113,7 @@ func TestWeightedStickyKeepsAConversationOnOneUpstream(t *testing.T) {
 			for k := range turn {
 				msgs += fmt.Sprintf(`,{"role":"assistant","content":"answer %d"},{"role":"user","content":"more %d"}`, k, k)
 			}
-			r.postAs(t, "sk-app", `{"model":"gpt-4o","messages":[`+msgs+`]}`)
+			r.postInline(t, "sk-app", `{"model":"gpt-4o","messages":[`+msgs+`]}`)
 			got := r.record(t).AnsweredBy
 			if turn == 0 {
 				by = got
@@ -131,7 +131,7 @@ func TestWeightedStickyKeepsAConversationOnOneUpstream(t *testing.T) {
 	// turn from other keys spreads too.
 	keys := map[string]int{}
 	for k := range 200 {
-		r.postAs(t, fmt.Sprintf("sk-app-%d", k), chatBody)
+		r.postInline(t, fmt.Sprintf("sk-app-%d", k), chatBody)
 		keys[r.record(t).AnsweredBy]++
 	}
 	if keys["canary"] == 0 || keys["primary"] == 0 {

@@ -10,29 +10,46 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/detour-proxy/detour/internal/inject"
 )
+
+// webhookUsage is detour-webhook's --help, as internal/inject's
+// TestCommandUsageGolden holds inject.Command to it: read from there, so
+// that this binary need not link the webhook and its Kubernetes types to
+// compare the two usages.
+const webhookUsage = "../inject/testdata/usage.txt"
+
+// errFromWebhook is what the stub webhook of TestInjectUsage answers.
+var errFromWebhook = errors.New("the webhook's own error")
 
 func TestInjectUsage(t *testing.T) {
 	// What gets past detour's own checks goes to detour-webhook: here, to
-	// the webhook's command in this process instead of an exec.
+	// a stub that records what it was handed (internal/inject's
+	// TestCommandRefusals holds inject.Command to the errors these
+	// arguments get from the webhook).
 	defer func(r func(context.Context, []string, io.Writer, io.Writer) error) { runWebhook = r }(runWebhook)
-	runWebhook = inject.Command
+	var handed []string
+	var handedOut, handedErr io.Writer
+	runWebhook = func(_ context.Context, args []string, stdout, stderr io.Writer) error {
+		handed, handedOut, handedErr = args, stdout, stderr
+		return errFromWebhook
+	}
 	cfg := filepath.Join(t.TempDir(), "config.json")
 	os.WriteFile(cfg, []byte(`{"imag": "typo"}`), 0o644)
 	for _, tc := range []struct {
 		args  []string
 		usage bool
-		want  string
+		want  string // "": the webhook's error, handed back as it is
 	}{
 		{nil, true, "--tls-cert and --tls-key are required"},
 		{[]string{"--tls-cert", "c"}, true, "--tls-cert and --tls-key are required"},
 		{[]string{"--tls-cert", "c", "--tls-key", "k", "extra"}, true, `unexpected argument "extra"`},
 		{[]string{"--tls-cert", "c", "--tls-key", "k", "--log-level", "loud"}, true, `--log-level "loud"`},
-		{[]string{"--tls-cert", "c", "--tls-key", "k", "--config", cfg}, false, `unknown field "imag"`},
-		{[]string{"--tls-cert", "/nonexistent.crt", "--tls-key", "/nonexistent.key"}, false, "webhook TLS certificate"},
+		// The webhook says `unknown field "imag"`.
+		{[]string{"--tls-cert", "c", "--tls-key", "k", "--config", cfg}, false, ""},
+		// The webhook says "webhook TLS certificate".
+		{[]string{"--tls-cert", "/nonexistent.crt", "--tls-key", "/nonexistent.key"}, false, ""},
 	} {
+		handed, handedOut, handedErr = nil, nil, nil
 		var out, errb bytes.Buffer
 		err := Inject(context.Background(), tc.args, &out, &errb)
 		if err == nil {
@@ -41,6 +58,15 @@ func TestInjectUsage(t *testing.T) {
 		}
 		if got := errors.Is(err, ErrUsage); got != tc.usage {
 			t.Errorf("%q: usage error %v; want %v (%v)", tc.args, got, tc.usage, err)
+		}
+		if tc.want == "" {
+			if err != errFromWebhook || !slices.Equal(handed, tc.args) || handedOut != &out || handedErr != &errb {
+				t.Errorf("%q: Inject = %v, webhook handed %q; want the webhook's error and the arguments and writers as given", tc.args, err, handed)
+			}
+			continue
+		}
+		if handed != nil {
+			t.Errorf("%q: handed to the webhook (%q); want refused by detour itself", tc.args, handed)
 		}
 		if msg := err.Error() + errb.String(); !strings.Contains(msg, tc.want) {
 			t.Errorf("%q: %q lacks %q", tc.args, msg, tc.want)
@@ -62,15 +88,16 @@ func TestInjectExecsTheWebhookWithTheSameFlags(t *testing.T) {
 		t.Fatalf("Inject = %v, webhook args %q; want nil, %q", err, got, args)
 	}
 
-	var ours, theirs bytes.Buffer
+	var ours bytes.Buffer
 	if err := Inject(context.Background(), []string{"--help"}, &ours, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	if err := inject.Command(context.Background(), []string{"--help"}, &theirs, io.Discard); err != nil {
+	theirs, err := os.ReadFile(webhookUsage)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if ours.String() != theirs.String() {
-		t.Errorf("detour inject and detour-webhook differ in usage:\n--- detour inject\n%s--- detour-webhook\n%s", ours.String(), theirs.String())
+	if ours.String() != string(theirs) {
+		t.Errorf("detour inject and detour-webhook differ in usage:\n--- detour inject\n%s--- detour-webhook (%s)\n%s", ours.String(), webhookUsage, theirs)
 	}
 }
 
