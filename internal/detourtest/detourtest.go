@@ -55,7 +55,8 @@ type Harness struct {
 }
 
 // Start writes policyJSON to a policy file in a temporary directory (with
-// "ca" pointing into it unless the policy sets one) and runs detour on it
+// "ca" pointing into it, at a CA shared by the test binary's harnesses,
+// unless the policy sets one) and runs detour on it
 // until the test ends. Each of with may change the options detour is
 // started with (a listener handed over, as `detour run` does).
 func Start(tb testing.TB, policyJSON string, with ...func(*proxy.Options)) *Harness {
@@ -69,6 +70,7 @@ func StartWith(tb testing.TB, policyJSON string, opts Options) *Harness {
 	dir := tb.TempDir()
 	h := &Harness{Dir: dir, PolicyPath: filepath.Join(dir, "policy.json"), log: &SyncBuffer{}, notify: make(chan struct{}, 1)}
 	h.WritePolicy(tb, policyJSON)
+	seedCA(tb, dir, policyJSON)
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -222,7 +224,7 @@ func (h *Harness) Transport(extra ...*x509.Certificate) *http.Transport {
 	}
 	return &http.Transport{
 		Proxy:               http.ProxyURL(h.ProxyURL),
-		TLSClientConfig:     &tls.Config{RootCAs: pool},
+		TLSClientConfig:     &tls.Config{RootCAs: pool, CurvePreferences: testCurves},
 		ForceAttemptHTTP2:   false,
 		MaxIdleConnsPerHost: 16,
 	}
