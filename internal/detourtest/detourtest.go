@@ -271,7 +271,6 @@ func NewVendorWith(tb testing.TB, shape rewrite.Shape, opts fakevendor.Options) 
 // serves, as an upstream's latency.
 func NewVendorAround(tb testing.TB, shape rewrite.Shape, opts fakevendor.Options, wrap func(http.Handler) http.Handler) *Vendor {
 	tb.Helper()
-	name := opts.Name
 	fv := fakevendor.New(shape, opts)
 	var h http.Handler = fv
 	if wrap != nil {
@@ -281,12 +280,31 @@ func NewVendorAround(tb testing.TB, shape rewrite.Shape, opts fakevendor.Options
 	srv.EnableHTTP2 = true
 	StartTLS(srv)
 	tb.Cleanup(srv.Close)
-	caFile := filepath.Join(tb.TempDir(), name+"-ca.pem")
-	pemData := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	return &Vendor{Vendor: fv, Server: srv, CAFile: vendorCAFile(tb)}
+}
+
+// vendorCAFiles holds, for each running test, the PEM file of
+// LocalhostCert its vendors' CAFile names: every fake vendor serves that
+// one certificate, so a test with several writes it once, and spares the
+// temporary directory per vendor (under -race the file system calls are
+// a noticeable part of starting a vendor).
+var vendorCAFiles sync.Map // testing.TB → string
+
+func vendorCAFile(tb testing.TB) string {
+	tb.Helper()
+	if f, ok := vendorCAFiles.Load(tb); ok {
+		return f.(string)
+	}
+	caFile := filepath.Join(tb.TempDir(), "vendor-ca.pem")
+	pemData := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: LocalhostCert().Leaf.Raw})
 	if err := os.WriteFile(caFile, pemData, 0o644); err != nil {
 		tb.Fatal(err)
 	}
-	return &Vendor{Vendor: fv, Server: srv, CAFile: caFile}
+	if f, loaded := vendorCAFiles.LoadOrStore(tb, caFile); loaded {
+		return f.(string) // a vendor started alongside wrote its file first
+	}
+	tb.Cleanup(func() { vendorCAFiles.Delete(tb) })
+	return caFile
 }
 
 // SyncBuffer is a bytes.Buffer safe for concurrent writers and readers; it
