@@ -55,7 +55,8 @@ type Harness struct {
 }
 
 // Start writes policyJSON to a policy file in a temporary directory (with
-// "ca" pointing into it unless the policy sets one) and runs detour on it
+// "ca" pointing into it, at a CA shared by the test binary's harnesses,
+// unless the policy sets one) and runs detour on it
 // until the test ends. Each of with may change the options detour is
 // started with (a listener handed over, as `detour run` does).
 func Start(tb testing.TB, policyJSON string, with ...func(*proxy.Options)) *Harness {
@@ -69,6 +70,7 @@ func StartWith(tb testing.TB, policyJSON string, opts Options) *Harness {
 	dir := tb.TempDir()
 	h := &Harness{Dir: dir, PolicyPath: filepath.Join(dir, "policy.json"), log: &SyncBuffer{}, notify: make(chan struct{}, 1)}
 	h.WritePolicy(tb, policyJSON)
+	seedCA(tb, dir, policyJSON)
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -222,7 +224,7 @@ func (h *Harness) Transport(extra ...*x509.Certificate) *http.Transport {
 	}
 	return &http.Transport{
 		Proxy:               http.ProxyURL(h.ProxyURL),
-		TLSClientConfig:     &tls.Config{RootCAs: pool},
+		TLSClientConfig:     &tls.Config{RootCAs: pool, CurvePreferences: testCurves},
 		ForceAttemptHTTP2:   false,
 		MaxIdleConnsPerHost: 16,
 	}
@@ -269,7 +271,6 @@ func NewVendorWith(tb testing.TB, shape rewrite.Shape, opts fakevendor.Options) 
 // serves, as an upstream's latency.
 func NewVendorAround(tb testing.TB, shape rewrite.Shape, opts fakevendor.Options, wrap func(http.Handler) http.Handler) *Vendor {
 	tb.Helper()
-	name := opts.Name
 	fv := fakevendor.New(shape, opts)
 	var h http.Handler = fv
 	if wrap != nil {
@@ -279,12 +280,31 @@ func NewVendorAround(tb testing.TB, shape rewrite.Shape, opts fakevendor.Options
 	srv.EnableHTTP2 = true
 	StartTLS(srv)
 	tb.Cleanup(srv.Close)
-	caFile := filepath.Join(tb.TempDir(), name+"-ca.pem")
-	pemData := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	return &Vendor{Vendor: fv, Server: srv, CAFile: vendorCAFile(tb)}
+}
+
+// vendorCAFiles holds, for each running test, the PEM file of
+// LocalhostCert its vendors' CAFile names: every fake vendor serves that
+// one certificate, so a test with several writes it once, and spares the
+// temporary directory per vendor (under -race the file system calls are
+// a noticeable part of starting a vendor).
+var vendorCAFiles sync.Map // testing.TB → string
+
+func vendorCAFile(tb testing.TB) string {
+	tb.Helper()
+	if f, ok := vendorCAFiles.Load(tb); ok {
+		return f.(string)
+	}
+	caFile := filepath.Join(tb.TempDir(), "vendor-ca.pem")
+	pemData := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: LocalhostCert().Leaf.Raw})
 	if err := os.WriteFile(caFile, pemData, 0o644); err != nil {
 		tb.Fatal(err)
 	}
-	return &Vendor{Vendor: fv, Server: srv, CAFile: caFile}
+	if f, loaded := vendorCAFiles.LoadOrStore(tb, caFile); loaded {
+		return f.(string) // a vendor started alongside wrote its file first
+	}
+	tb.Cleanup(func() { vendorCAFiles.Delete(tb) })
+	return caFile
 }
 
 // SyncBuffer is a bytes.Buffer safe for concurrent writers and readers; it

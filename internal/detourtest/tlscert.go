@@ -58,13 +58,17 @@ var LocalhostCert = sync.OnceValue(func() tls.Certificate {
 })
 
 // StartTLS starts srv over TLS as srv.StartTLS does, with LocalhostCert
-// instead of httptest's certificate; srv.Certificate and srv.Client work as
+// instead of httptest's certificate and X25519 key exchange (testCurves)
+// unless srv.TLS asks for others; srv.Certificate and srv.Client work as
 // usual.
 func StartTLS(srv *httptest.Server) {
 	if srv.TLS == nil {
 		srv.TLS = &tls.Config{}
 	}
 	srv.TLS.Certificates = []tls.Certificate{LocalhostCert()}
+	if srv.TLS.CurvePreferences == nil {
+		srv.TLS.CurvePreferences = testCurves
+	}
 	srv.StartTLS()
 }
 
