@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/detour-proxy/detour/internal/javatest"
 	"github.com/detour-proxy/detour/rewrite"
 )
 
@@ -193,7 +194,7 @@ type fixtures struct {
 	pythonMsg map[string]string // pythonMissing's answer per module
 
 	javaOnce    sync.Once
-	javaClasses string // directory of the compiled Client.class
+	javaClasses string // directory of the compiled Client.class (javatest's cache)
 	javaMsg     string
 }
 
@@ -236,9 +237,10 @@ func (fx *fixtures) pythonMissing(module, pkg string) string {
 	return msg
 }
 
-// javaMissing compiles testdata/java/Client.java once, into a directory
-// of the test's own, with the JDK's javac: the app is built as a user
-// would build it, never by anything of detour's.
+// javaMissing compiles testdata/java/Client.java once, with the JDK's
+// javac: the app is built as a user would build it, never by anything of
+// detour's. The classes are javatest's, kept between runs for as long as
+// the source and the JDK are the same.
 func (fx *fixtures) javaMissing() string {
 	fx.javaOnce.Do(func() {
 		const install = ".ci/run installs it (apt-get install openjdk-17-jdk-headless)"
@@ -251,24 +253,11 @@ func (fx *fixtures) javaMissing() string {
 			fx.javaMsg = "java is not installed: " + install
 			return
 		}
-		dir, err := os.MkdirTemp("", "detour-clientmatrix-java-")
-		if err != nil {
+		if fx.javaClasses, err = javatest.Compile(javac, filepath.Join(fx.testdata, "java", "Client.java")); err != nil {
 			fx.javaMsg = err.Error()
-			return
-		}
-		fx.javaClasses = dir
-		// The JVM flags as for the client: javac is a JVM too.
-		if out, err := exec.Command(javac, "-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC", "-d", dir, filepath.Join(fx.testdata, "java", "Client.java")).CombinedOutput(); err != nil {
-			fx.javaMsg = fmt.Sprintf("javac Client.java: %v\n%s", err, out)
 		}
 	})
 	return fx.javaMsg
-}
-
-func (fx *fixtures) cleanup() {
-	if fx.javaClasses != "" {
-		os.RemoveAll(fx.javaClasses)
-	}
 }
 
 // require skips the test, or in CI fails it, when the app's runtime is

@@ -427,7 +427,6 @@ func requestLines(log, model string) []map[string]any {
 func TestClientMatrix(t *testing.T) {
 	t.Parallel()
 	fx := newFixtures(t)
-	t.Cleanup(fx.cleanup)
 	cls := clients()
 	ways := []struct {
 		name string

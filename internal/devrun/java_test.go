@@ -2,7 +2,6 @@ package devrun
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,9 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/detour-proxy/detour/internal/fakevendor"
+	"github.com/detour-proxy/detour/internal/javatest"
 	"github.com/detour-proxy/detour/internal/mitm"
 )
 
@@ -92,13 +91,10 @@ func TestJavaHttpClientFailsOverUnmodified(t *testing.T) {
 	t.Parallel()
 	javac := requireTool(t, "javac")
 	java := requireTool(t, "java")
-	classes := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	compile := exec.CommandContext(ctx, javac, quickJVM("-J", "-d", classes, filepath.Join("testdata", "java", "App.java"))...)
-	compile.Env = append(os.Environ(), "JAVA_TOOL_OPTIONS=")
-	if out, err := compile.CombinedOutput(); err != nil {
-		t.Fatalf("javac: %v\n%s", err, out)
+	// Compiled once per source and JDK, not once per run (javatest).
+	classes, err := javatest.Compile(javac, filepath.Join("testdata", "java", "App.java"))
+	if err != nil {
+		t.Fatal(err)
 	}
 
 	policyPath, primary, backup := vendors(t, fakevendor.Fault{Kind: fakevendor.Status, Status: 503})

@@ -1,0 +1,148 @@
+// Package javatest compiles the Java apps of detour's tests (the unmodified
+// clients in internal/clientmatrix/testdata and internal/devrun/testdata)
+// once per source and JDK, not once per test run: javac is a JVM that
+// spends one to two seconds of CPU on a file of a hundred lines, every time.
+//
+// The classes are kept, as Go keeps its build cache, in the user's cache
+// directory (os.UserCacheDir, else the system temporary directory), under
+// a key that covers everything that decides the bytes javac writes: the
+// sources' names and contents, and the JDK that compiles them (its release
+// file, which names its exact build, and javac's own file). A changed
+// source or a new JDK compiles afresh; nothing is ever reused for another
+// input. Only tests import it.
+package javatest
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+)
+
+// QuickJVM are the options that make a short-lived JVM cheap: the first
+// JIT tier only and the serial collector (one GC thread). A run of a few
+// seconds spends most of its CPU compiling with the optimising tier and
+// starting GC threads; what the program does is the same.
+var QuickJVM = []string{"-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"}
+
+// cacheVersion changes when the layout of an entry does.
+const cacheVersion = "javatest-1"
+
+// okFile marks an entry javac completed; an entry is only ever renamed
+// into place whole, so it is there in every entry found.
+const okFile = ".complete"
+
+// Compile returns a directory holding the classes javac (a path, as
+// exec.LookPath found it) compiles from srcs, compiling them only when no
+// earlier run did for the same sources and JDK. Test binaries running at
+// once (go test runs packages in parallel) may both compile; one entry
+// wins and both get classes of the same inputs.
+func Compile(javac string, srcs ...string) (string, error) {
+	if len(srcs) == 0 {
+		return "", errors.New("javatest: no sources")
+	}
+	key, err := cacheKey(javac, srcs)
+	if err != nil {
+		return "", err
+	}
+	root, err := cacheRoot()
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(root, key)
+	if _, err := os.Stat(filepath.Join(dir, okFile)); err == nil {
+		return dir, nil
+	}
+	tmp, err := os.MkdirTemp(root, "tmp-")
+	if err != nil {
+		return "", fmt.Errorf("javatest: %w", err)
+	}
+	defer os.RemoveAll(tmp) // gone once renamed; left over only on failure
+	args := append(append(prefixed("-J", QuickJVM), "-d", tmp), srcs...)
+	cmd := exec.Command(javac, args...)
+	// The machine's own options are no input of the key.
+	cmd.Env = append(os.Environ(), "JAVA_TOOL_OPTIONS=")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("javac %v: %v\n%s", srcs, err, out)
+	}
+	if err := os.WriteFile(filepath.Join(tmp, okFile), nil, 0o644); err != nil {
+		return "", fmt.Errorf("javatest: %w", err)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		// Another test binary put the same entry in place first.
+		if _, serr := os.Stat(filepath.Join(dir, okFile)); serr == nil {
+			return dir, nil
+		}
+		return "", fmt.Errorf("javatest: %w", err)
+	}
+	return dir, nil
+}
+
+// prefixed returns opts each with prefix ("-J" passes an option through
+// javac or keytool to their JVM).
+func prefixed(prefix string, opts []string) []string {
+	out := make([]string, len(opts))
+	for i, o := range opts {
+		out[i] = prefix + o
+	}
+	return out
+}
+
+// cacheKey hashes what decides javac's output: the sources (name and
+// bytes) and the JDK (javac's resolved file and the JDK's release file,
+// which names its version and build).
+func cacheKey(javac string, srcs []string) (string, error) {
+	h := sha256.New()
+	field := func(b []byte) {
+		h.Write([]byte(strconv.Itoa(len(b)) + ":"))
+		h.Write(b)
+	}
+	field([]byte(cacheVersion))
+	real, err := filepath.EvalSymlinks(javac)
+	if err != nil {
+		return "", fmt.Errorf("javatest: %w", err)
+	}
+	fi, err := os.Stat(real)
+	if err != nil {
+		return "", fmt.Errorf("javatest: %w", err)
+	}
+	field([]byte(fmt.Sprintf("%s %d %d", real, fi.Size(), fi.ModTime().UnixNano())))
+	// javac is JDK/bin/javac; a JDK without a release file is keyed by
+	// javac's file alone.
+	release, err := os.ReadFile(filepath.Join(filepath.Dir(filepath.Dir(real)), "release"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("javatest: %w", err)
+	}
+	field(release)
+	for _, src := range srcs {
+		data, err := os.ReadFile(src)
+		if err != nil {
+			return "", fmt.Errorf("javatest: %w", err)
+		}
+		field([]byte(filepath.Base(src)))
+		field(data)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:32], nil
+}
+
+// cacheRoot is the directory of the entries, made if need be.
+func cacheRoot() (string, error) {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		base = os.TempDir()
+	}
+	root := filepath.Join(base, "detour-javatest")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		// A read-only home: the temporary directory still works.
+		root = filepath.Join(os.TempDir(), "detour-javatest-"+strconv.Itoa(os.Getuid()))
+		if err := os.MkdirAll(root, 0o755); err != nil {
+			return "", fmt.Errorf("javatest: %w", err)
+		}
+	}
+	return root, nil
+}

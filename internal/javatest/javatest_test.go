@@ -1,0 +1,114 @@
+package javatest
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// fakeJavac writes a javac that records each run in the file $RUNS and
+// writes Fake.class (holding the first source's text) to its -d directory;
+// it fails when the source says "broken".
+func fakeJavac(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	// A JDK's layout: JDK/bin/javac beside JDK/release.
+	if err := os.Mkdir(filepath.Join(dir, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "release"), []byte("JAVA_VERSION=\"17.0.99\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	javac := filepath.Join(dir, "bin", "javac")
+	script := `#!/bin/sh
+echo "$*" >> "$RUNS"
+out=
+while [ $# -gt 1 ]; do
+	case "$1" in -d) out=$2; shift;; esac
+	shift
+done
+if grep -q broken "$1"; then echo "error: broken" >&2; exit 1; fi
+cat "$1" > "$out/Fake.class"
+`
+	if err := os.WriteFile(javac, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return javac
+}
+
+// Classes are compiled once per source and JDK: a second Compile of the
+// same source reuses the first's (javac does not run), a changed source or
+// another JDK compiles afresh into an entry of its own, and a failed
+// compile leaves nothing that a later Compile would take for classes.
+func TestCompileReusesClassesOfTheSameInputsOnly(t *testing.T) {
+	// Not parallel: t.Setenv points the user's cache directory at the test's.
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	runs := filepath.Join(t.TempDir(), "runs")
+	t.Setenv("RUNS", runs)
+	javac := fakeJavac(t)
+	src := filepath.Join(t.TempDir(), "Fake.java")
+	write := func(text string) {
+		t.Helper()
+		if err := os.WriteFile(src, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nruns := func() int {
+		data, _ := os.ReadFile(runs)
+		return strings.Count(string(data), "\n")
+	}
+	compile := func() string {
+		t.Helper()
+		dir, err := Compile(javac, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	class := func(dir string) string {
+		t.Helper()
+		data, err := os.ReadFile(filepath.Join(dir, "Fake.class"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(data)
+	}
+
+	write("class Fake {}")
+	first := compile()
+	if got := class(first); got != "class Fake {}" || nruns() != 1 {
+		t.Fatalf("first compile: class %q after %d javac runs; want the source's, after 1", got, nruns())
+	}
+	if data, _ := os.ReadFile(runs); !strings.Contains(string(data), "-J-XX:TieredStopAtLevel=1 -J-XX:+UseSerialGC -d ") {
+		t.Errorf("javac ran without the quick JVM options: %s", data)
+	}
+	if again := compile(); again != first || nruns() != 1 {
+		t.Errorf("same source: dir %s after %d javac runs; want %s, javac not run again", again, nruns(), first)
+	}
+
+	write("class Fake { int x; }")
+	changed := compile()
+	if changed == first || class(changed) != "class Fake { int x; }" || nruns() != 2 {
+		t.Errorf("changed source: dir %s (first %s), class %q, %d javac runs; want a new entry of the new source, javac run again", changed, first, class(changed), nruns())
+	}
+	if class(first) != "class Fake {}" {
+		t.Error("the first entry was overwritten")
+	}
+
+	// Another JDK (another release) is another key.
+	if err := os.WriteFile(filepath.Join(filepath.Dir(filepath.Dir(javac)), "release"), []byte("JAVA_VERSION=\"17.0.100\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if other := compile(); other == changed || nruns() != 3 {
+		t.Errorf("new JDK: dir %s after %d javac runs; want a new entry, javac run again", other, nruns())
+	}
+
+	write("class Fake { broken }")
+	if dir, err := Compile(javac, src); err == nil || !strings.Contains(err.Error(), "error: broken") {
+		t.Fatalf("broken source: dir %s, err %v; want javac's error", dir, err)
+	}
+	if _, err := Compile(javac, src); err == nil || nruns() != 5 {
+		t.Errorf("broken source again: err %v after %d javac runs; want javac run again (nothing cached), failing", err, nruns())
+	}
+}
