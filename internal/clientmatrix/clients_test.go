@@ -40,8 +40,11 @@ type client struct {
 	// ("answer" or "stream") and a model. fx holds what the runtimes need
 	// (the compiled Java class…). An app announces each call with a
 	// "case MODEL" line, except curl, whose calls end at their
-	// "status=NNN" line.
+	// "status=NNN" line. nil for an app of a group.
 	command func(fx *fixtures, calls [][2]string) []string
+	// group, when set, runs the app in one process with the other apps of
+	// its group (per way in), by the group's command.
+	group *appGroup
 	// normalize turns what the app printed into the matrix's lines
 	// ("answer TEXT", "delta JSON", "done", "error …"); nil: as printed.
 	normalize func(kind string, lines []string) []string
@@ -78,11 +81,17 @@ func clients() []*client {
 			return withCalls([]string{systemPython, filepath.Join(fx.testdata, "python", script)}, calls)
 		}
 	}
-	node := func(script string) func(*fixtures, [][2]string) []string {
-		return func(fx *fixtures, calls [][2]string) []string {
-			return withCalls([]string{fx.node, filepath.Join(fx.testdata, "node", script)}, calls)
+	// The Node apps run in one node process per way in (sdks.mjs): node's
+	// start and the SDKs' common code are most of each app's CPU, and each
+	// app still makes its calls by its own SDK, configured by its own
+	// variables. They all read detour's CA from NODE_EXTRA_CA_CERTS.
+	nodeSDKs := &appGroup{name: "node", command: func(fx *fixtures, cells []*cell) []string {
+		argv := []string{fx.node, filepath.Join(fx.testdata, "node", "sdks.mjs")}
+		for _, cl := range cells {
+			argv = append(argv, strings.TrimPrefix(cl.client.name, "node-"), cl.kase.kind, cl.model)
 		}
-	}
+		return argv
+	}}
 	nodeMissing := func(pkg string) func(*fixtures) string {
 		return func(fx *fixtures) string {
 			if fx.node == "" {
@@ -144,17 +153,17 @@ func clients() []*client {
 		{
 			name: "node-openai", trustVar: "NODE_EXTRA_CA_CERTS", shape: rewrite.OpenAI,
 			wantError: "error BadRequestError 400 invalid_request_error Missing required parameter: 'messages'.",
-			command:   node("openai.mjs"), missing: nodeMissing("openai"),
+			group:     nodeSDKs, missing: nodeMissing("openai"),
 		},
 		{
 			name: "node-anthropic", trustVar: "NODE_EXTRA_CA_CERTS", shape: rewrite.Anthropic,
 			wantError: "error BadRequestError 400 invalid_request_error messages: Field required",
-			command:   node("anthropic.mjs"), missing: nodeMissing("@anthropic-ai/sdk"),
+			group:     nodeSDKs, missing: nodeMissing("@anthropic-ai/sdk"),
 		},
 		{
 			name: "node-genai", trustVar: "NODE_EXTRA_CA_CERTS", shape: rewrite.Gemini,
 			wantError: "error ApiError 400 INVALID_ARGUMENT Request contains an invalid argument.",
-			command:   node("genai.mjs"), missing: nodeMissing("@google/genai"),
+			group:     nodeSDKs, missing: nodeMissing("@google/genai"),
 		},
 		{
 			name: "java", trustVar: "JAVA_TOOL_OPTIONS", shape: rewrite.OpenAI, wantError: rawOpenAIError,
@@ -173,6 +182,14 @@ func clients() []*client {
 			missing: func(*fixtures) string { return "" },
 		},
 	}
+}
+
+// appGroup is apps that run in one process per way in: command is the
+// argv that makes the calls of cells (the group's apps' cells), each by
+// its own app, announced by "case MODEL".
+type appGroup struct {
+	name    string
+	command func(fx *fixtures, cells []*cell) []string
 }
 
 // withCalls appends each call's kind and model to argv.
