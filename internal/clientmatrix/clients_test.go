@@ -168,9 +168,12 @@ func clients() []*client {
 		{
 			name: "java", trustVar: "JAVA_TOOL_OPTIONS", shape: rewrite.OpenAI, wantError: rawOpenAIError,
 			command: func(fx *fixtures, calls [][2]string) []string {
-				// The JVM flags only shorten its start (C1 only, serial GC):
-				// a JVM starts slowly on a shared 2-core machine.
-				return withCalls([]string{fx.java, "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", fx.javaClasses, "Client"}, calls)
+				// The JVM options only shorten its start (C1 only, serial
+				// GC, the classes shared from an archive of an earlier
+				// run): a JVM starts slowly on a shared 2-core machine.
+				opts, done := javatest.RunOptions(fx.javaClasses)
+				fx.atEnd(done)
+				return withCalls(append(append([]string{fx.java}, opts...), "Client"), calls)
 			},
 			missing: func(fx *fixtures) string { return fx.javaMissing() },
 		},
@@ -209,6 +212,9 @@ type fixtures struct {
 
 	pythonMu  sync.Mutex
 	pythonMsg map[string]string // pythonMissing's answer per module
+
+	endMu sync.Mutex
+	ends  []func() // run by finish, once every app has exited
 
 	javaOnce    sync.Once
 	javaClasses string // directory of the compiled Client.class (javatest's cache)
@@ -275,6 +281,24 @@ func (fx *fixtures) javaMissing() string {
 		}
 	})
 	return fx.javaMsg
+}
+
+// atEnd has finish run f.
+func (fx *fixtures) atEnd(f func()) {
+	fx.endMu.Lock()
+	defer fx.endMu.Unlock()
+	fx.ends = append(fx.ends, f)
+}
+
+// finish runs what atEnd was given: the matrix is over, and every app has
+// exited.
+func (fx *fixtures) finish() {
+	fx.endMu.Lock()
+	defer fx.endMu.Unlock()
+	for _, f := range fx.ends {
+		f()
+	}
+	fx.ends = nil
 }
 
 // require skips the test, or in CI fails it, when the app's runtime is

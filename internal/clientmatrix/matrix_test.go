@@ -458,6 +458,7 @@ func requestLines(log, model string) []map[string]any {
 func TestClientMatrix(t *testing.T) {
 	t.Parallel()
 	fx := newFixtures(t)
+	t.Cleanup(fx.finish)
 	cls := clients()
 	ways := []struct {
 		name string

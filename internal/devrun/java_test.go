@@ -99,8 +99,10 @@ func TestJavaHttpClientFailsOverUnmodified(t *testing.T) {
 	}
 
 	policyPath, primary, backup := vendors(t, fakevendor.Fault{Kind: fakevendor.Status, Status: 503})
+	jvm, jvmDone := javatest.RunOptions(classes)
+	defer jvmDone() // once the JVM has exited: run returns after it
 	res, stdout, stderr := run(t, Options{
-		Command:    append([]string{java}, quickJVM("", "-cp", classes, "App")...),
+		Command:    append(append([]string{java}, jvm...), "App"),
 		PolicyPath: policyPath,
 		Env:        baseEnv("JAVA_TOOL_OPTIONS=-Duser.prop=kept"),
 	})

@@ -9,10 +9,12 @@
 // sources' names and contents, and the JDK that compiles them (its release
 // file, which names its exact build, and javac's own file). A changed
 // source or a new JDK compiles afresh; nothing is ever reused for another
-// input. Only tests import it.
+// input. RunOptions runs the classes with class data sharing, from an
+// archive kept in the same entry. Only tests import it.
 package javatest
 
 import (
+	"archive/zip"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -22,6 +24,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 )
 
 // QuickJVM are the options that make a short-lived JVM cheap: the first
@@ -31,7 +34,7 @@ import (
 var QuickJVM = []string{"-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"}
 
 // cacheVersion changes when the layout of an entry does.
-const cacheVersion = "javatest-1"
+const cacheVersion = "javatest-2"
 
 // okFile marks an entry javac completed; an entry is only ever renamed
 // into place whole, so it is there in every entry found.
@@ -70,6 +73,9 @@ func Compile(javac string, srcs ...string) (string, error) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("javac %v: %v\n%s", srcs, err, out)
 	}
+	if err := writeJar(filepath.Join(tmp, jarFile), tmp); err != nil {
+		return "", err
+	}
 	if err := os.WriteFile(filepath.Join(tmp, okFile), nil, 0o644); err != nil {
 		return "", fmt.Errorf("javatest: %w", err)
 	}
@@ -81,6 +87,90 @@ func Compile(javac string, srcs ...string) (string, error) {
 		return "", fmt.Errorf("javatest: %w", err)
 	}
 	return dir, nil
+}
+
+// The files of an entry besides the classes: the classes again as a jar
+// (class data sharing archives only classes loaded from jars) and the
+// archive of the classes a run of the app loaded.
+const (
+	jarFile     = "classes.jar"
+	archiveFile = "app.jsa"
+)
+
+// RunOptions returns the JVM options that run a main class of dir (an
+// entry Compile returned) with class data sharing: the classes the JVM
+// loads for the app (its own and the JDK's: java.net.http, TLS) are mapped
+// from an archive a run before this one wrote, instead of being read,
+// parsed and verified again, which is a quarter of a short-lived JVM's CPU.
+// The first run writes the archive at its exit (then costing more than a
+// run without), and done, called once the JVM has exited, keeps it for the
+// runs after. What the app does is the same: an archive the JVM finds
+// unusable (another JDK) is ignored. The JVM's own warnings go to stderr,
+// never into the app's output.
+func RunOptions(dir string) (opts []string, done func()) {
+	opts = append(opts, QuickJVM...)
+	// All of the JVM's log output to stderr, warnings only (its default is
+	// warnings on stdout).
+	opts = append(opts, "-Xlog:disable", "-Xlog:all=warning:stderr")
+	archive := filepath.Join(dir, archiveFile)
+	done = func() {}
+	if _, err := os.Stat(archive); err == nil {
+		opts = append(opts, "-XX:SharedArchiveFile="+archive)
+	} else if f, err := os.CreateTemp(dir, "app-*.jsa.tmp"); err == nil {
+		// Written under a name of its own: two JVMs may run at once, and
+		// an archive is renamed into place only once complete.
+		tmp := f.Name()
+		f.Close()
+		os.Remove(tmp)
+		opts = append(opts, "-XX:ArchiveClassesAtExit="+tmp)
+		done = func() {
+			if fi, err := os.Stat(tmp); err == nil && fi.Size() > 0 {
+				_ = os.Rename(tmp, archive)
+			}
+			os.Remove(tmp)
+		}
+	}
+	return append(opts, "-cp", filepath.Join(dir, jarFile)), done
+}
+
+// writeJar writes the .class files under dir to a jar (a zip file)
+// at path.
+func writeJar(path, dir string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("javatest: %w", err)
+	}
+	defer f.Close()
+	zw := zip.NewWriter(f)
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".class") {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		w, err := zw.Create(filepath.ToSlash(rel))
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(data)
+		return err
+	})
+	if err == nil {
+		err = zw.Close()
+	}
+	if err == nil {
+		err = f.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("javatest: writing %s: %w", path, err)
+	}
+	return nil
 }
 
 // prefixed returns opts each with prefix ("-J" passes an option through

@@ -1,8 +1,10 @@
 package javatest
 
 import (
+	"archive/zip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -110,5 +112,75 @@ func TestCompileReusesClassesOfTheSameInputsOnly(t *testing.T) {
 	}
 	if _, err := Compile(javac, src); err == nil || nruns() != 5 {
 		t.Errorf("broken source again: err %v after %d javac runs; want javac run again (nothing cached), failing", err, nruns())
+	}
+}
+
+// An entry's classes are also in its jar, which RunOptions puts on the
+// class path; the first run is told to write a class data sharing archive
+// at its exit under a name of its own, done keeps it, and the runs after
+// map it. A run that wrote nothing leaves nothing.
+func TestRunOptionsArchiveOnceThenShare(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	t.Setenv("RUNS", filepath.Join(t.TempDir(), "runs"))
+	src := filepath.Join(t.TempDir(), "Fake.java")
+	if err := os.WriteFile(src, []byte("class Fake {}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := Compile(fakeJavac(t), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := zip.OpenReader(filepath.Join(dir, "classes.jar"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range zr.File {
+		names = append(names, f.Name)
+	}
+	zr.Close()
+	if !slices.Equal(names, []string{"Fake.class"}) {
+		t.Errorf("classes.jar holds %v; want [Fake.class]", names)
+	}
+
+	opt := func(opts []string, prefix string) string {
+		for _, o := range opts {
+			if v, ok := strings.CutPrefix(o, prefix); ok {
+				return v
+			}
+		}
+		return ""
+	}
+	// A run that writes no archive (it failed): nothing is kept.
+	_, done := RunOptions(dir)
+	done()
+	if _, err := os.Stat(filepath.Join(dir, "app.jsa")); err == nil {
+		t.Fatal("an archive was kept though the run wrote none")
+	}
+	opts, done := RunOptions(dir)
+	if i := slices.Index(opts, "-cp"); i < 0 || i+1 >= len(opts) || opts[i+1] != filepath.Join(dir, "classes.jar") {
+		t.Errorf("options %v; want -cp %s", opts, filepath.Join(dir, "classes.jar"))
+	}
+	if !slices.Contains(opts, "-XX:TieredStopAtLevel=1") || !slices.Contains(opts, "-Xlog:all=warning:stderr") {
+		t.Errorf("options %v lack the quick JVM options or the JVM's warnings on stderr", opts)
+	}
+	tmp := opt(opts, "-XX:ArchiveClassesAtExit=")
+	if tmp == "" || filepath.Dir(tmp) != dir || tmp == filepath.Join(dir, "app.jsa") || opt(opts, "-XX:SharedArchiveFile=") != "" {
+		t.Fatalf("first run's options %v; want an archive written at exit, under a name of its own in %s", opts, dir)
+	}
+	if other, _ := RunOptions(dir); opt(other, "-XX:ArchiveClassesAtExit=") == tmp {
+		t.Error("two runs at once are told to write the same archive file")
+	}
+	if err := os.WriteFile(tmp, []byte("archive"), 0o644); err != nil { // the JVM's, at its exit
+		t.Fatal(err)
+	}
+	done()
+	opts, done = RunOptions(dir)
+	done()
+	if got := opt(opts, "-XX:SharedArchiveFile="); got != filepath.Join(dir, "app.jsa") || opt(opts, "-XX:ArchiveClassesAtExit=") != "" {
+		t.Errorf("run after the archive was kept: options %v; want -XX:SharedArchiveFile=%s only", opts, filepath.Join(dir, "app.jsa"))
+	}
+	if data, _ := os.ReadFile(filepath.Join(dir, "app.jsa")); string(data) != "archive" {
+		t.Errorf("kept archive holds %q; want the first run's", data)
 	}
 }
