@@ -443,6 +443,11 @@ func firstTried(r map[string]any) map[string]any {
 func requestLines(log, model string) []map[string]any {
 	var out []map[string]any
 	for _, s := range strings.Split(log, "\n") {
+		// A line that names neither is none of them: parsing it would only
+		// cost (the log is read again on each write while a test waits).
+		if !strings.Contains(s, `"request"`) || !strings.Contains(s, model) {
+			continue
+		}
 		var m map[string]any
 		if json.Unmarshal([]byte(s), &m) == nil && m["message"] == "request" && m["model"] == model {
 			out = append(out, m)
