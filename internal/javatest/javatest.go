@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // QuickJVM are the options that make a short-lived JVM cheap: the first
@@ -59,8 +60,14 @@ func Compile(javac string, srcs ...string) (string, error) {
 	}
 	dir := filepath.Join(root, key)
 	if _, err := os.Stat(filepath.Join(dir, okFile)); err == nil {
+		// Used now: trim keeps it.
+		now := time.Now()
+		_ = os.Chtimes(filepath.Join(dir, okFile), now, now)
 		return dir, nil
 	}
+	// A miss is rare (a changed source, a new JDK): the time to drop the
+	// entries no run has used for a while, as Go trims its build cache.
+	trim(root, time.Now())
 	tmp, err := os.MkdirTemp(root, "tmp-")
 	if err != nil {
 		return "", fmt.Errorf("javatest: %w", err)
@@ -171,6 +178,31 @@ func writeJar(path, dir string) error {
 		return fmt.Errorf("javatest: writing %s: %w", path, err)
 	}
 	return nil
+}
+
+// unusedFor is how long an entry may go unused before trim removes it.
+const unusedFor = 30 * 24 * time.Hour
+
+// trim removes from root the entries last used (their okFile touched)
+// before now-unusedFor, and what a compile that never finished left
+// (tmp-* directories) a day old.
+func trim(root string, now time.Time) {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		p := filepath.Join(root, e.Name())
+		if strings.HasPrefix(e.Name(), "tmp-") {
+			if fi, err := os.Stat(p); err == nil && now.Sub(fi.ModTime()) > 24*time.Hour {
+				os.RemoveAll(p)
+			}
+			continue
+		}
+		if fi, err := os.Stat(filepath.Join(p, okFile)); err == nil && now.Sub(fi.ModTime()) > unusedFor {
+			os.RemoveAll(p)
+		}
+	}
 }
 
 // prefixed returns opts each with prefix ("-J" passes an option through

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // fakeJavac writes a javac that records each run in the file $RUNS and
@@ -182,5 +183,49 @@ func TestRunOptionsArchiveOnceThenShare(t *testing.T) {
 	}
 	if data, _ := os.ReadFile(filepath.Join(dir, "app.jsa")); string(data) != "archive" {
 		t.Errorf("kept archive holds %q; want the first run's", data)
+	}
+}
+
+// An entry no run has used for a while is removed at the next compile of
+// another source, one in use is kept (a hit counts as a use), and so is
+// one used recently.
+func TestCompileTrimsEntriesUnusedForLong(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	t.Setenv("RUNS", filepath.Join(t.TempDir(), "runs"))
+	javac := fakeJavac(t)
+	srcDir := t.TempDir()
+	compile := func(name, text string) string {
+		t.Helper()
+		src := filepath.Join(srcDir, name)
+		if err := os.WriteFile(src, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		dir, err := Compile(javac, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	age := func(dir string, d time.Duration) {
+		t.Helper()
+		old := time.Now().Add(-d)
+		if err := os.Chtimes(filepath.Join(dir, ".complete"), old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stale := compile("A.java", "class A {}")
+	hit := compile("B.java", "class B {}")
+	recent := compile("C.java", "class C {}")
+	age(stale, 31*24*time.Hour)
+	age(hit, 31*24*time.Hour)
+	age(recent, 29*24*time.Hour)
+	if again := compile("B.java", "class B {}"); again != hit {
+		t.Fatalf("a hit compiled again into %s", again)
+	}
+	compile("D.java", "class D {}") // a miss: trims
+	for dir, want := range map[string]bool{stale: false, hit: true, recent: true} {
+		if _, err := os.Stat(dir); (err == nil) != want {
+			t.Errorf("entry %s there: %v; want %v", filepath.Base(dir), err == nil, want)
+		}
 	}
 }
