@@ -123,11 +123,11 @@ func RunOptions(dir string) (opts []string, done func()) {
 	done = func() {}
 	if _, err := os.Stat(archive); err == nil {
 		opts = append(opts, "-XX:SharedArchiveFile="+archive)
-	} else if f, err := os.CreateTemp(dir, "app-*.jsa.tmp"); err == nil {
-		// Written under a name of its own: two JVMs may run at once, and
-		// an archive is renamed into place only once complete.
-		tmp := f.Name()
-		f.Close()
+	} else if unlock, ok := lockArchive(archive); ok {
+		// One run writes the archive (writing it costs the run a second
+		// of CPU); runs meanwhile go without one. It is written under a
+		// name of its own and renamed into place only once complete.
+		tmp := archive + ".tmp"
 		os.Remove(tmp)
 		opts = append(opts, "-XX:ArchiveClassesAtExit="+tmp)
 		done = func() {
@@ -135,9 +135,33 @@ func RunOptions(dir string) (opts []string, done func()) {
 				_ = os.Rename(tmp, archive)
 			}
 			os.Remove(tmp)
+			unlock()
 		}
 	}
 	return append(opts, "-cp", filepath.Join(dir, jarFile)), done
+}
+
+// staleLock is the age at which a lock of a run that never called done
+// (a killed test binary) is taken over.
+const staleLock = 10 * time.Minute
+
+// lockArchive makes archive's lock file; ok is false while another run
+// holds it.
+func lockArchive(archive string) (unlock func(), ok bool) {
+	lock := archive + ".lock"
+	for range 2 {
+		f, err := os.OpenFile(lock, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		if err == nil {
+			f.Close()
+			return func() { os.Remove(lock) }, true
+		}
+		fi, serr := os.Stat(lock)
+		if !errors.Is(err, fs.ErrExist) || serr != nil || time.Since(fi.ModTime()) < staleLock {
+			return nil, false
+		}
+		os.Remove(lock)
+	}
+	return nil, false
 }
 
 // writeJar writes the .class files under dir to a jar (a zip file)
