@@ -286,8 +286,17 @@ func cacheRoot() (string, error) {
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		// A read-only home: the temporary directory still works.
 		root = filepath.Join(os.TempDir(), "detour-javatest-"+strconv.Itoa(os.Getuid()))
-		if err := os.MkdirAll(root, 0o755); err != nil {
+		if err := os.MkdirAll(root, 0o700); err != nil {
 			return "", fmt.Errorf("javatest: %w", err)
+		}
+		// Anyone may make a directory in the temporary directory: classes
+		// in one this user does not own alone are not run.
+		fi, err := os.Lstat(root)
+		if err != nil {
+			return "", fmt.Errorf("javatest: %w", err)
+		}
+		if !fi.IsDir() || fi.Mode().Perm()&0o022 != 0 || !ownedByMe(fi) {
+			return "", fmt.Errorf("javatest: %s is not a directory of this user's alone", root)
 		}
 	}
 	return root, nil

@@ -230,3 +230,25 @@ func TestCompileTrimsEntriesUnusedForLong(t *testing.T) {
 		}
 	}
 }
+
+// Without a usable cache directory the entries go to a directory of the
+// user's own in the temporary directory, never to one others may write.
+func TestCacheRootFallsBackToAPrivateTemporaryDirectory(t *testing.T) {
+	notADir := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(notADir, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("XDG_CACHE_HOME", notADir)
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	root, err := cacheRoot()
+	if err != nil || filepath.Dir(root) != tmp {
+		t.Fatalf("cacheRoot() = %s, %v; want a directory in %s", root, err, tmp)
+	}
+	if err := os.Chmod(root, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if root, err := cacheRoot(); err == nil {
+		t.Errorf("cacheRoot() = %s with the directory writable by all; want an error", root)
+	}
+}
