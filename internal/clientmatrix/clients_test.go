@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/detour-proxy/detour/internal/javatest"
 	"github.com/detour-proxy/detour/rewrite"
 )
 
@@ -39,8 +40,11 @@ type client struct {
 	// ("answer" or "stream") and a model. fx holds what the runtimes need
 	// (the compiled Java class…). An app announces each call with a
 	// "case MODEL" line, except curl, whose calls end at their
-	// "status=NNN" line.
+	// "status=NNN" line. nil for an app of a group.
 	command func(fx *fixtures, calls [][2]string) []string
+	// group, when set, runs the app in one process with the other apps of
+	// its group (per way in), by the group's command.
+	group *appGroup
 	// normalize turns what the app printed into the matrix's lines
 	// ("answer TEXT", "delta JSON", "done", "error …"); nil: as printed.
 	normalize func(kind string, lines []string) []string
@@ -77,11 +81,17 @@ func clients() []*client {
 			return withCalls([]string{systemPython, filepath.Join(fx.testdata, "python", script)}, calls)
 		}
 	}
-	node := func(script string) func(*fixtures, [][2]string) []string {
-		return func(fx *fixtures, calls [][2]string) []string {
-			return withCalls([]string{fx.node, filepath.Join(fx.testdata, "node", script)}, calls)
+	// The Node apps run in one node process per way in (sdks.mjs): node's
+	// start and the SDKs' common code are most of each app's CPU, and each
+	// app still makes its calls by its own SDK, configured by its own
+	// variables. They all read detour's CA from NODE_EXTRA_CA_CERTS.
+	nodeSDKs := &appGroup{name: "node", command: func(fx *fixtures, cells []*cell) []string {
+		argv := []string{fx.node, filepath.Join(fx.testdata, "node", "sdks.mjs")}
+		for _, cl := range cells {
+			argv = append(argv, strings.TrimPrefix(cl.client.name, "node-"), cl.kase.kind, cl.model)
 		}
-	}
+		return argv
+	}}
 	nodeMissing := func(pkg string) func(*fixtures) string {
 		return func(fx *fixtures) string {
 			if fx.node == "" {
@@ -143,24 +153,27 @@ func clients() []*client {
 		{
 			name: "node-openai", trustVar: "NODE_EXTRA_CA_CERTS", shape: rewrite.OpenAI,
 			wantError: "error BadRequestError 400 invalid_request_error Missing required parameter: 'messages'.",
-			command:   node("openai.mjs"), missing: nodeMissing("openai"),
+			group:     nodeSDKs, missing: nodeMissing("openai"),
 		},
 		{
 			name: "node-anthropic", trustVar: "NODE_EXTRA_CA_CERTS", shape: rewrite.Anthropic,
 			wantError: "error BadRequestError 400 invalid_request_error messages: Field required",
-			command:   node("anthropic.mjs"), missing: nodeMissing("@anthropic-ai/sdk"),
+			group:     nodeSDKs, missing: nodeMissing("@anthropic-ai/sdk"),
 		},
 		{
 			name: "node-genai", trustVar: "NODE_EXTRA_CA_CERTS", shape: rewrite.Gemini,
 			wantError: "error ApiError 400 INVALID_ARGUMENT Request contains an invalid argument.",
-			command:   node("genai.mjs"), missing: nodeMissing("@google/genai"),
+			group:     nodeSDKs, missing: nodeMissing("@google/genai"),
 		},
 		{
 			name: "java", trustVar: "JAVA_TOOL_OPTIONS", shape: rewrite.OpenAI, wantError: rawOpenAIError,
 			command: func(fx *fixtures, calls [][2]string) []string {
-				// The JVM flags only shorten its start (C1 only, serial GC):
-				// a JVM starts slowly on a shared 2-core machine.
-				return withCalls([]string{fx.java, "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", fx.javaClasses, "Client"}, calls)
+				// The JVM options only shorten its start (C1 only, serial
+				// GC, the classes shared from an archive of an earlier
+				// run): a JVM starts slowly on a shared 2-core machine.
+				opts, done := javatest.RunOptions(fx.javaClasses)
+				fx.atEnd(done)
+				return withCalls(append(append([]string{fx.java}, opts...), "Client"), calls)
 			},
 			missing: func(fx *fixtures) string { return fx.javaMissing() },
 		},
@@ -172,6 +185,14 @@ func clients() []*client {
 			missing: func(*fixtures) string { return "" },
 		},
 	}
+}
+
+// appGroup is apps that run in one process per way in: command is the
+// argv that makes the calls of cells (the group's apps' cells), each by
+// its own app, announced by "case MODEL".
+type appGroup struct {
+	name    string
+	command func(fx *fixtures, cells []*cell) []string
 }
 
 // withCalls appends each call's kind and model to argv.
@@ -192,8 +213,11 @@ type fixtures struct {
 	pythonMu  sync.Mutex
 	pythonMsg map[string]string // pythonMissing's answer per module
 
+	endMu sync.Mutex
+	ends  []func() // run by finish, once every app has exited
+
 	javaOnce    sync.Once
-	javaClasses string // directory of the compiled Client.class
+	javaClasses string // directory of the compiled Client.class (javatest's cache)
 	javaMsg     string
 }
 
@@ -236,9 +260,10 @@ func (fx *fixtures) pythonMissing(module, pkg string) string {
 	return msg
 }
 
-// javaMissing compiles testdata/java/Client.java once, into a directory
-// of the test's own, with the JDK's javac: the app is built as a user
-// would build it, never by anything of detour's.
+// javaMissing compiles testdata/java/Client.java once, with the JDK's
+// javac: the app is built as a user would build it, never by anything of
+// detour's. The classes are javatest's, kept between runs for as long as
+// the source and the JDK are the same.
 func (fx *fixtures) javaMissing() string {
 	fx.javaOnce.Do(func() {
 		const install = ".ci/run installs it (apt-get install openjdk-17-jdk-headless)"
@@ -251,24 +276,29 @@ func (fx *fixtures) javaMissing() string {
 			fx.javaMsg = "java is not installed: " + install
 			return
 		}
-		dir, err := os.MkdirTemp("", "detour-clientmatrix-java-")
-		if err != nil {
+		if fx.javaClasses, err = javatest.Compile(javac, filepath.Join(fx.testdata, "java", "Client.java")); err != nil {
 			fx.javaMsg = err.Error()
-			return
-		}
-		fx.javaClasses = dir
-		// The JVM flags as for the client: javac is a JVM too.
-		if out, err := exec.Command(javac, "-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC", "-d", dir, filepath.Join(fx.testdata, "java", "Client.java")).CombinedOutput(); err != nil {
-			fx.javaMsg = fmt.Sprintf("javac Client.java: %v\n%s", err, out)
 		}
 	})
 	return fx.javaMsg
 }
 
-func (fx *fixtures) cleanup() {
-	if fx.javaClasses != "" {
-		os.RemoveAll(fx.javaClasses)
+// atEnd has finish run f.
+func (fx *fixtures) atEnd(f func()) {
+	fx.endMu.Lock()
+	defer fx.endMu.Unlock()
+	fx.ends = append(fx.ends, f)
+}
+
+// finish runs what atEnd was given: the matrix is over, and every app has
+// exited.
+func (fx *fixtures) finish() {
+	fx.endMu.Lock()
+	defer fx.endMu.Unlock()
+	for _, f := range fx.ends {
+		f()
 	}
+	fx.ends = nil
 }
 
 // require skips the test, or in CI fails it, when the app's runtime is

@@ -8,6 +8,7 @@
 // vendor's own error through detour.
 //
 // The apps are in testdata/ (node/ is installed by `npm ci` from its lock
-// file; java/Client.java is compiled by the test). The package has no
+// file; java/Client.java is compiled by the test; the three Node apps make
+// their calls in one node process per way in, node/sdks.mjs). The package has no
 // code of its own for detour to use.
 package clientmatrix

@@ -256,12 +256,31 @@ type way struct {
 	env func(c *client) []string
 }
 
+// appRun is what one app process printed for each of its cells, and how
+// it ended.
+type appRun struct {
+	out     map[*cell][]string
+	stalled map[*cell]int // deltas printed when a stream stalled
+	exit    int
+	report  string // the app's argv and output and detour's log, for failures
+	// detourLog is detour's log of the run (in transparent mode, its
+	// lines and this run's requests).
+	detourLog string
+}
+
 // runClient runs one app once for its cells of a way in (the failover,
 // the stream and the error, one call each, in turn), then checks each cell
 // in a subtest of its own: what the app printed for it, what the cell's
 // fake vendors saw, and what detour recorded. One process per app and way
 // keeps the matrix's time to that of starting each runtime twice.
 func runClient(t *testing.T, wy *way, c *client, cells []*cell, fx *fixtures) {
+	t.Helper()
+	checkCells(t, wy, c, cells, runApp(t, wy, c, cells, fx))
+}
+
+// runApp runs the app of c (or of c's group) once through wy, for cells
+// (in a group, every app's), and returns what it printed for each.
+func runApp(t *testing.T, wy *way, c *client, cells []*cell, fx *fixtures) *appRun {
 	t.Helper()
 	isDelta := c.isDelta
 	if isDelta == nil {
@@ -273,7 +292,6 @@ func runClient(t *testing.T, wy *way, c *client, cells []*cell, fx *fixtures) {
 		byModel[cl.model] = cl
 		calls[i] = [2]string{cl.kase.kind, cl.model}
 	}
-
 	// The app's lines go to the cell of the call they belong to. For the
 	// stream cell they also drive the incremental proof: its primary
 	// writes delta N+1 only once the app has printed delta N (and the
@@ -332,7 +350,12 @@ func runClient(t *testing.T, wy *way, c *client, cells []*cell, fx *fixtures) {
 			}
 		}
 	}()
-	argv := c.command(fx, calls)
+	var argv []string
+	if c.group != nil {
+		argv = c.group.command(fx, cells)
+	} else {
+		argv = c.command(fx, calls)
+	}
 	var extra []string
 	if wy.env != nil {
 		extra = wy.env(c)
@@ -342,8 +365,16 @@ func runClient(t *testing.T, wy *way, c *client, cells []*cell, fx *fixtures) {
 	<-routed
 	raw := lines.Lines()
 	report := fmt.Sprintf("app: %s\napp printed:\n%s\ndetour's log:\n%s", strings.Join(argv, " "), strings.Join(raw, "\n"), detourLog)
-	if exit != 0 {
-		t.Errorf("app exited %d; want 0\n%s", exit, report)
+	return &appRun{out: out, stalled: stalled, exit: exit, report: report, detourLog: detourLog}
+}
+
+// checkCells checks what run printed for each of c's cells, and the app's
+// exit status.
+func checkCells(t *testing.T, wy *way, c *client, cells []*cell, run *appRun) {
+	t.Helper()
+	out, stalled, report, detourLog := run.out, run.stalled, run.report, run.detourLog
+	if run.exit != 0 {
+		t.Errorf("app exited %d; want 0\n%s", run.exit, report)
 	}
 	for _, cl := range cells {
 		k := cl.kase
@@ -412,6 +443,11 @@ func firstTried(r map[string]any) map[string]any {
 func requestLines(log, model string) []map[string]any {
 	var out []map[string]any
 	for _, s := range strings.Split(log, "\n") {
+		// A line that names neither is none of them: parsing it would only
+		// cost (the log is read again on each write while a test waits).
+		if !strings.Contains(s, `"request"`) || !strings.Contains(s, model) {
+			continue
+		}
 		var m map[string]any
 		if json.Unmarshal([]byte(s), &m) == nil && m["message"] == "request" && m["model"] == model {
 			out = append(out, m)
@@ -427,7 +463,7 @@ func requestLines(log, model string) []map[string]any {
 func TestClientMatrix(t *testing.T) {
 	t.Parallel()
 	fx := newFixtures(t)
-	t.Cleanup(fx.cleanup)
+	t.Cleanup(fx.finish)
 	cls := clients()
 	ways := []struct {
 		name string
@@ -437,21 +473,69 @@ func TestClientMatrix(t *testing.T) {
 		t.Run(mk.name, func(t *testing.T) {
 			t.Parallel()
 			wy := mk.make(t, cls)
+			groups := map[*appGroup]*groupRun{}
 			for _, c := range cls {
-				var mine []*cell
-				for _, cl := range wy.world.cells {
-					if cl.client == c {
-						mine = append(mine, cl)
-					}
+				mine := wy.world.cellsOf(c)
+				if c.group != nil && groups[c.group] == nil {
+					groups[c.group] = &groupRun{}
 				}
+				g := groups[c.group]
 				t.Run(c.name, func(t *testing.T) {
 					c.require(t, fx)
 					t.Parallel()
-					runClient(t, wy, c, mine, fx)
+					if g == nil {
+						runClient(t, wy, c, mine, fx)
+						return
+					}
+					checkCells(t, wy, c, mine, g.get(t, wy, c.group, cls, fx))
 				})
 			}
 		})
 	}
+}
+
+// cellsOf returns c's cells.
+func (w *world) cellsOf(c *client) []*cell {
+	var mine []*cell
+	for _, cl := range w.cells {
+		if cl.client == c {
+			mine = append(mine, cl)
+		}
+	}
+	return mine
+}
+
+// groupRun is the one run of a group's apps in a way in: the first of
+// their subtests makes it, for every app of the group that can run here,
+// and the others wait for it and check their own cells in it.
+type groupRun struct {
+	once sync.Once
+	run  *appRun // nil when the run failed: the subtest by says why
+	by   string
+}
+
+func (g *groupRun) get(t *testing.T, wy *way, group *appGroup, cls []*client, fx *fixtures) *appRun {
+	t.Helper()
+	g.once.Do(func() {
+		g.by = t.Name()
+		var first *client
+		var cells []*cell
+		for _, c := range cls {
+			if c.group == group && c.missing(fx) == "" {
+				if first == nil {
+					first = c
+				}
+				cells = append(cells, wy.world.cellsOf(c)...)
+			}
+		}
+		// The group's apps share what the way gives an app (the same
+		// trust variable, the same mode), so the first stands for all.
+		g.run = runApp(t, wy, first, cells, fx)
+	})
+	if g.run == nil {
+		t.Fatalf("the %s apps' process did not run to the end: %s says why", group.name, g.by)
+	}
+	return g.run
 }
 
 // detourRunWay is `detour run -- APP`, as a developer types it: a run per

@@ -20,6 +20,7 @@ import (
 	"github.com/detour-proxy/detour/internal/mitm"
 	"github.com/detour-proxy/detour/internal/redirect"
 	"github.com/detour-proxy/detour/internal/testsupport"
+	"software.sslmate.com/src/go-pkcs12"
 )
 
 // transparentMark is the socket mark of detour's own connections, which
@@ -31,8 +32,8 @@ const transparentMark = 0x1e8
 // detour (one detour for every cell, in that namespace), and the vendor
 // host names resolve, through the namespace's own /etc/hosts, to the far
 // side of a veth pair where no vendor listens. The apps get trust in
-// detour's CA (the variables each runtime reads a CA from; Java a trust
-// store made with keytool, the user's own step) and no proxy variable.
+// detour's CA (the variables each runtime reads a CA from; Java a PKCS12
+// trust store, as the user's own keytool step makes one) and no proxy variable.
 func transparentWay(t *testing.T, cls []*client) *way {
 	if os.Geteuid() != 0 {
 		t.Skip("skipped: transparent mode needs root, to make a network namespace and program nftables in it (CI runs as root)")
@@ -83,15 +84,19 @@ func transparentWay(t *testing.T, cls []*client) *way {
 		t.Fatal(err)
 	}
 	trust := map[string]string{"NODE_EXTRA_CA_CERTS": w.caCert}
-	if keytool, err := exec.LookPath("keytool"); err == nil {
-		store := filepath.Join(w.dir, "truststore.p12")
-		out, err := exec.Command(keytool, "-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC", "-importcert", "-noprompt", "-alias", "detour", "-file", w.caCert,
-			"-keystore", store, "-storetype", "PKCS12", "-storepass", "changeit").CombinedOutput()
-		if err != nil {
-			t.Fatalf("keytool -importcert: %v\n%s", err, out)
-		}
-		trust["JAVA_TOOL_OPTIONS"] = "-Djavax.net.ssl.trustStore=" + store + " -Djavax.net.ssl.trustStorePassword=changeit -Djavax.net.ssl.trustStoreType=PKCS12"
+	// The store is what `keytool -importcert -storetype PKCS12 -storepass
+	// changeit` writes (Java 17's PKCS12: certificates under PBES2 with
+	// AES-256, an HMAC-SHA-256 MAC), encoded here rather than by keytool, a
+	// JVM that costs more CPU than the Java app itself.
+	store := filepath.Join(w.dir, "truststore.p12")
+	p12, err := pkcs12.Modern2023.EncodeTrustStoreEntries([]pkcs12.TrustStoreEntry{{Cert: w.ca.Cert, FriendlyName: "detour"}}, "changeit")
+	if err != nil {
+		t.Fatal(err)
 	}
+	if err := os.WriteFile(store, p12, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	trust["JAVA_TOOL_OPTIONS"] = "-Djavax.net.ssl.trustStore=" + store + " -Djavax.net.ssl.trustStorePassword=changeit -Djavax.net.ssl.trustStoreType=PKCS12"
 	// Each app gets only the variable its runtime reads, so that a cell
 	// proves which one that is.
 	env := func(c *client) []string {

@@ -1,12 +1,14 @@
 package devrun
 
 import (
+	"crypto/sha256"
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
 	"net"
 	"os"
 	"strings"
+	"sync"
 
 	"software.sslmate.com/src/go-pkcs12"
 )
@@ -17,8 +19,8 @@ import (
 // spelling there; link-local is its 169.254.* prefix.
 const javaNonProxyHosts = "localhost|127.*|[::1]|169.254.*"
 
-// writeJavaTrustStore writes the certificates of the PEM bundle (the system
-// roots and detour's CA, as written for SSL_CERT_FILE) to path as a PKCS12
+// encodeJavaTrustStore encodes the certificates of the PEM bundle (the
+// system roots and detour's CA, as written for SSL_CERT_FILE) as a PKCS12
 // trust store, the format Java reads without a conversion step: a PEM file
 // is not a trust store to Java.
 //
@@ -29,7 +31,7 @@ const javaNonProxyHosts = "localhost|127.*|[::1]|169.254.*"
 // was checked with keytool and java.net.http.HttpClient). Each entry has an
 // alias of its own: the library's default, the subject, is not unique across
 // a distribution's roots, and Java would keep only one of the duplicates.
-func writeJavaTrustStore(path string, bundle []byte) error {
+func encodeJavaTrustStore(bundle []byte) ([]byte, error) {
 	var entries []pkcs12.TrustStoreEntry
 	for rest := bundle; ; {
 		var block *pem.Block
@@ -49,15 +51,49 @@ func writeJavaTrustStore(path string, bundle []byte) error {
 		entries = append(entries, pkcs12.TrustStoreEntry{Cert: cert, FriendlyName: fmt.Sprintf("root-%03d", len(entries))})
 	}
 	if len(entries) == 0 {
-		return fmt.Errorf("detour run: Java trust store: no certificates in the bundle")
+		return nil, fmt.Errorf("detour run: Java trust store: no certificates in the bundle")
 	}
 	// The bundle ends with detour's CA: name it so that keytool -list shows
 	// which entry it is.
 	entries[len(entries)-1].FriendlyName = "detour-ca"
 	data, err := pkcs12.Passwordless.EncodeTrustStoreEntries(entries, "")
 	if err != nil {
-		return fmt.Errorf("detour run: Java trust store: %w", err)
+		return nil, fmt.Errorf("detour run: Java trust store: %w", err)
 	}
+	return data, nil
+}
+
+// javaStoreMemo is the trust store last encoded and the digest of the
+// bundle it was encoded from. A process that runs commands one after
+// another with one CA and one set of system roots (a caller embedding Run,
+// detour's own tests) parses the roots and encodes the store once: the
+// store is a function of the bundle's bytes alone, and another bundle (a
+// new CA, changed roots) is encoded afresh.
+var javaStoreMemo struct {
+	sync.Mutex
+	sum     [sha256.Size]byte
+	data    []byte
+	encodes int // stores encoded, for the test of the memo
+}
+
+// writeJavaTrustStore writes the Java trust store of bundle (see
+// encodeJavaTrustStore) to path, encoding it only when the last store
+// encoded was of another bundle.
+func writeJavaTrustStore(path string, bundle []byte) error {
+	sum := sha256.Sum256(bundle)
+	m := &javaStoreMemo
+	m.Lock()
+	data := m.data
+	if data == nil || m.sum != sum {
+		var err error
+		if data, err = encodeJavaTrustStore(bundle); err != nil {
+			m.Unlock()
+			return err
+		}
+		m.sum, m.data = sum, data
+		m.encodes++
+	}
+	m.Unlock()
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		return fmt.Errorf("detour run: Java trust store: %w", err)
 	}

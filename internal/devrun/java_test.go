@@ -2,7 +2,6 @@ package devrun
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,10 +9,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/detour-proxy/detour/internal/fakevendor"
+	"github.com/detour-proxy/detour/internal/javatest"
 	"github.com/detour-proxy/detour/internal/mitm"
+	"software.sslmate.com/src/go-pkcs12"
 )
 
 // requireTool returns the path of a tool the test needs. Without it the
@@ -92,18 +92,17 @@ func TestJavaHttpClientFailsOverUnmodified(t *testing.T) {
 	t.Parallel()
 	javac := requireTool(t, "javac")
 	java := requireTool(t, "java")
-	classes := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	compile := exec.CommandContext(ctx, javac, quickJVM("-J", "-d", classes, filepath.Join("testdata", "java", "App.java"))...)
-	compile.Env = append(os.Environ(), "JAVA_TOOL_OPTIONS=")
-	if out, err := compile.CombinedOutput(); err != nil {
-		t.Fatalf("javac: %v\n%s", err, out)
+	// Compiled once per source and JDK, not once per run (javatest).
+	classes, err := javatest.Compile(javac, filepath.Join("testdata", "java", "App.java"))
+	if err != nil {
+		t.Fatal(err)
 	}
 
 	policyPath, primary, backup := vendors(t, fakevendor.Fault{Kind: fakevendor.Status, Status: 503})
+	jvm, jvmDone := javatest.RunOptions(classes)
+	defer jvmDone() // once the JVM has exited: run returns after it
 	res, stdout, stderr := run(t, Options{
-		Command:    append([]string{java}, quickJVM("", "-cp", classes, "App")...),
+		Command:    append(append([]string{java}, jvm...), "App"),
 		PolicyPath: policyPath,
 		Env:        baseEnv("JAVA_TOOL_OPTIONS=-Duser.prop=kept"),
 	})
@@ -136,4 +135,58 @@ func TestJavaHttpClientFailsOverUnmodified(t *testing.T) {
 // program does is the same.
 func quickJVM(prefix string, args ...string) []string {
 	return append([]string{prefix + "-XX:TieredStopAtLevel=1", prefix + "-XX:+UseSerialGC"}, args...)
+}
+
+// Runs with one CA and the same system roots share one encoding of the
+// Java trust store, and a new CA gets a store of its own: writeTrustFiles
+// encodes a store only for a bundle it has not just encoded, and every
+// store written holds its own bundle's CA.
+func TestJavaTrustStoreEncodedOncePerBundle(t *testing.T) {
+	// Not parallel: the memo is the process's, and the parallel tests' runs
+	// would encode their own bundles between these calls.
+	store := func(ca *mitm.CA) []byte {
+		t.Helper()
+		files, _, err := writeTrustFiles(t.TempDir(), ca, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(files.java)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	holds := func(data []byte, ca *mitm.CA) bool {
+		certs, err := pkcs12.DecodeTrustStore(data, "")
+		if err != nil {
+			t.Fatalf("decoding the store: %v", err)
+		}
+		return len(certs) > 0 && certs[len(certs)-1].Equal(ca.Cert)
+	}
+	ca1, err := mitm.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca2, err := mitm.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	encodes := func() int {
+		javaStoreMemo.Lock()
+		defer javaStoreMemo.Unlock()
+		return javaStoreMemo.encodes
+	}
+	before := encodes()
+	first := store(ca1)
+	again := store(ca1)
+	if n := encodes() - before; n != 1 || !bytes.Equal(first, again) {
+		t.Errorf("two runs with one CA: %d stores encoded, the same bytes: %v; want 1 and the same", n, bytes.Equal(first, again))
+	}
+	other := store(ca2)
+	if n := encodes() - before; n != 2 || !holds(other, ca2) || holds(other, ca1) {
+		t.Errorf("a new CA: %d stores encoded in all, the new store holds the new CA: %v; want 2, and the new CA's store", n, holds(other, ca2))
+	}
+	if back := store(ca1); !holds(back, ca1) || !bytes.Equal(back, first) {
+		t.Error("back to the first CA: the store is not the first CA's")
+	}
 }

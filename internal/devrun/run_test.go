@@ -2,12 +2,15 @@ package devrun
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -15,19 +18,21 @@ import (
 	"github.com/detour-proxy/detour/internal/detourtest"
 	"github.com/detour-proxy/detour/internal/devrun/testdata/app/openaiapp"
 	"github.com/detour-proxy/detour/internal/fakevendor"
+	"github.com/detour-proxy/detour/internal/mitm"
 	"github.com/detour-proxy/detour/internal/testsupport"
 	"github.com/detour-proxy/detour/rewrite"
 )
 
 // vendors starts a primary and a backup fake OpenAI and writes a policy
-// whose chat route goes primary → backup, with detour's CA in a temporary
-// directory. It returns the policy file.
+// whose chat route goes primary → backup, with detour's CA (testCA's) in a
+// temporary directory. It returns the policy file.
 func vendors(t *testing.T, primaryFault fakevendor.Fault) (policyPath string, primary, backup *detourtest.Vendor) {
 	t.Helper()
 	primary = detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup = detourtest.NewVendor(t, rewrite.OpenAI, "backup")
 	primary.SetDefault(primaryFault)
 	dir := t.TempDir()
+	writeTestCA(t, dir)
 	upstream := func(v *detourtest.Vendor) map[string]any {
 		return map[string]any{"shape": "openai", "base_url": v.BaseURL(), "ca_file": v.CAFile, "auth": map[string]any{"none": true}}
 	}
@@ -50,6 +55,38 @@ func vendors(t *testing.T, primaryFault fakevendor.Fault) (policyPath string, pr
 		t.Fatal(err)
 	}
 	return policyPath, primary, backup
+}
+
+// testCA is the CA of every policy vendors writes, as PEM (certificate,
+// key): one CA for all the binary's runs, so that their trust files are the
+// same bytes and Run encodes the Java trust store once (javaStoreMemo), as a
+// developer's runs with their one CA do. Each test still gets its own copy
+// of the files.
+var testCA = sync.OnceValues(func() ([2][]byte, error) {
+	ca, err := mitm.Generate()
+	if err != nil {
+		return [2][]byte{}, err
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(ca.Key)
+	if err != nil {
+		return [2][]byte{}, err
+	}
+	return [2][]byte{ca.CertPEM, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})}, nil
+})
+
+// writeTestCA writes testCA to dir as ca.pem and ca-key.pem.
+func writeTestCA(t *testing.T, dir string) {
+	t.Helper()
+	pair, err := testCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ca.pem"), pair[0], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ca-key.pem"), pair[1], 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // quietPolicy is a policy for runs whose child makes no LLM call.

@@ -7,12 +7,16 @@
 // as openai.mjs's: "answer TEXT"; "delta JSON-STRING" lines as they arrive,
 // then "done"; "error CLASS STATUS TYPE MESSAGE" from the SDK's typed
 // error; anything else "failed ...".
+//
+// sdks.mjs imports runCase, to run this app's calls in one node process
+// beside the other SDKs' apps.
 import Anthropic from '@anthropic-ai/sdk';
+import { pathToFileURL } from 'node:url';
 
 const client = new Anthropic({ maxRetries: 0, timeout: 60_000 });
 const out = (line) => process.stdout.write(line + '\n');
 
-async function runCase(kase, model) {
+export async function runCase(kase, model) {
   const request = { model, max_tokens: 64, messages: [{ role: 'user', content: 'Say hello.' }] };
   try {
     if (kase === 'stream') {
@@ -37,8 +41,11 @@ async function runCase(kase, model) {
   }
 }
 
-const args = process.argv.slice(2);
-for (let i = 0; i < args.length; i += 2) {
-  out('case ' + args[i + 1]);
-  await runCase(args[i], args[i + 1]);
+// Run as a program, not imported (by sdks.mjs).
+if (import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const args = process.argv.slice(2);
+  for (let i = 0; i < args.length; i += 2) {
+    out('case ' + args[i + 1]);
+    await runCase(args[i], args[i + 1]);
+  }
 }

@@ -9,13 +9,17 @@
 // then "done"; "error CLASS STATUS TYPE MESSAGE" from the SDK's typed
 // error (TYPE is Google's status, e.g. INVALID_ARGUMENT); anything else
 // "failed ...".
+//
+// sdks.mjs imports runCase, to run this app's calls in one node process
+// beside the other SDKs' apps.
 import { ApiError, GoogleGenAI } from '@google/genai';
+import { pathToFileURL } from 'node:url';
 
 const ai = new GoogleGenAI({ apiKey: process.env.GEMINI_API_KEY });
 const contents = 'Say hello.';
 const out = (line) => process.stdout.write(line + '\n');
 
-async function runCase(kase, model) {
+export async function runCase(kase, model) {
   try {
     if (kase === 'stream') {
       const stream = await ai.models.generateContentStream({ model, contents });
@@ -42,8 +46,11 @@ async function runCase(kase, model) {
   }
 }
 
-const args = process.argv.slice(2);
-for (let i = 0; i < args.length; i += 2) {
-  out('case ' + args[i + 1]);
-  await runCase(args[i], args[i + 1]);
+// Run as a program, not imported (by sdks.mjs).
+if (import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const args = process.argv.slice(2);
+  for (let i = 0; i < args.length; i += 2) {
+    out('case ' + args[i + 1]);
+    await runCase(args[i], args[i + 1]);
+  }
 }

@@ -7,14 +7,18 @@
 // "answer TEXT"; or one "delta JSON-STRING" line per streamed piece, as it
 // arrives, then "done"; or, when the SDK throws its typed API error,
 // "error CLASS STATUS TYPE MESSAGE" from it; anything else "failed ...".
+//
+// sdks.mjs imports runCase, to run this app's calls in one node process
+// beside the other SDKs' apps.
 import OpenAI from 'openai';
+import { pathToFileURL } from 'node:url';
 
 // No retries: a retry would hide which answer came first.
 const client = new OpenAI({ maxRetries: 0, timeout: 60_000 });
 const messages = [{ role: 'user', content: 'Say hello.' }];
 const out = (line) => process.stdout.write(line + '\n');
 
-async function runCase(kase, model) {
+export async function runCase(kase, model) {
   try {
     if (kase === 'stream') {
       const stream = await client.chat.completions.create({ model, messages, stream: true });
@@ -36,8 +40,11 @@ async function runCase(kase, model) {
   }
 }
 
-const args = process.argv.slice(2);
-for (let i = 0; i < args.length; i += 2) {
-  out('case ' + args[i + 1]);
-  await runCase(args[i], args[i + 1]);
+// Run as a program, not imported (by sdks.mjs).
+if (import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const args = process.argv.slice(2);
+  for (let i = 0; i < args.length; i += 2) {
+    out('case ' + args[i + 1]);
+    await runCase(args[i], args[i + 1]);
+  }
 }
