@@ -23,11 +23,20 @@ var seedSmallRun = sync.OnceValues(func() (seedResult, error) {
 	return runSeedCooldownWith(context.Background(), small(), seedSmall)
 })
 
-// lengthSmall is table (f)'s set-up at half its length. Each quota outage
-// stays longer than the quota_exhausted cooldown (10m), as in the table:
-// a cooldown that outlasts the outage keeps an upstream out after its
-// quota is back, and only the last upstream is tried anyway.
-var lengthSmall = lengthSetup{requests: 1800, quotaOut: 12 * time.Minute}
+// lengthSmall is table (f)'s set-up at an eighteenth of its length. Each
+// quota outage stays longer than the quota_exhausted cooldown (10m), as in
+// the table: a cooldown that outlasts the outage keeps an upstream out after
+// its quota is back, and only the last upstream is tried anyway. In so short
+// a run no quota comes back; each upstream added answers the stretch between
+// its predecessor's outage and its own. TestChainLengthAddsAnswers reads its
+// run (lengthSmallRun) and TestSeedAndLengthTablesAreReproducible prints it.
+var lengthSmall = lengthSetup{requests: 200, quotaOut: 12 * time.Minute}
+
+// lengthSmallRun is table (f) at lengthSmall with small()'s seed, run once
+// per test binary, like seedSmallRun.
+var lengthSmallRun = sync.OnceValues(func() (lengthResult, error) {
+	return runChainLengthWith(context.Background(), small(), lengthSmall)
+})
 
 // With a quota the two upstreams share, a cooldown saves the calls that
 // would meet it; but a cooldown that outlasts the quota's return keeps both
@@ -80,7 +89,7 @@ func TestSeedCooldownTradeOff(t *testing.T) {
 // leaves less to its last upstream.
 func TestChainLengthAddsAnswers(t *testing.T) {
 	t.Parallel()
-	res, err := runChainLengthWith(context.Background(), small(), lengthSmall)
+	res, err := lengthSmallRun()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,8 +115,8 @@ func TestChainLengthAddsAnswers(t *testing.T) {
 }
 
 // Tables (e) and (f) are byte-identical for one seed and differ for
-// another. The first run of seed 7's table (e) is the one
-// TestSeedCooldownTradeOff reads (seedSmallRun); the second is fresh.
+// another. The first run of seed 7's tables is the one the property tests
+// read (seedSmallRun, lengthSmallRun); the second is fresh.
 func TestSeedAndLengthTablesAreReproducible(t *testing.T) {
 	t.Parallel()
 	print := func(seed int64, memo bool) string {
@@ -123,7 +132,11 @@ func TestSeedAndLengthTablesAreReproducible(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.write(&out)
-		f, err := runChainLengthWith(context.Background(), opts, lengthSetup{requests: 200, quotaOut: time.Minute})
+		runF := func() (lengthResult, error) { return runChainLengthWith(context.Background(), opts, lengthSmall) }
+		if memo {
+			runF = lengthSmallRun
+		}
+		f, err := runF()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,7 +144,7 @@ func TestSeedAndLengthTablesAreReproducible(t *testing.T) {
 		return out.String()
 	}
 	if small().Seed != 7 {
-		t.Fatalf("small() has seed %d; seedSmallRun is not this test's seed 7", small().Seed)
+		t.Fatalf("small() has seed %d; the memoized runs are not this test's seed 7", small().Seed)
 	}
 	a, b, c := print(7, true), print(7, false), print(8, false)
 	if a != b {
