@@ -103,6 +103,9 @@ func openaiID(c call) string { return "chatcmpl-fake" + pad(c.n) }
 // openaiBody is the chat.completion answer to c: its text, or its tool
 // calls with finish_reason tool_calls.
 func (v *Vendor) openaiBody(c call) []byte {
+	if b, ok := v.openaiTextBody(c); ok {
+		return b
+	}
 	out := c.plan.outputTokens()
 	choice := openaiChoice{
 		Message:      openaiMessage{Role: "assistant", Content: c.plan.text, Annotations: []any{}},
