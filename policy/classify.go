@@ -137,7 +137,7 @@ func Classify(o Outcome, now time.Time) Verdict {
 		}
 		prefix, status = prefix+" in-body", statusOfCode(v.Info.Code)
 	default:
-		v.Info = rewrite.ParseError(o.Body)
+		v.Info = parseErrorMemo(o.Body)
 	}
 
 	f := newFacts(status, v.Info, o.Body)

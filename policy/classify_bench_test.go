@@ -11,7 +11,7 @@ import (
 // meets most: every failed attempt is classified, so this is the CPU detour
 // spends per failure before it tries the next upstream.
 func BenchmarkClassifyErrorBodies(b *testing.B) {
-	for _, bc := range []struct {
+	cases := []struct {
 		name   string
 		status int
 		header http.Header
@@ -23,8 +23,11 @@ func BenchmarkClassifyErrorBodies(b *testing.B) {
 		{"openai-503-overloaded", 503, nil, oaiServerOverloaded},
 		{"azure-429-daily", 429, nil, azureDaily},
 		{"gemini-429-per-minute", 429, nil, gemPerMinute},
-	} {
+	}
+	var all []Outcome
+	for _, bc := range cases {
 		o := Outcome{Shape: rewrite.OpenAI, Status: bc.status, Header: bc.header, Body: []byte(bc.body)}
+		all = append(all, o)
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
@@ -32,4 +35,13 @@ func BenchmarkClassifyErrorBodies(b *testing.B) {
 			}
 		})
 	}
+	// Each body once in turn: no body comes twice in a row.
+	b.Run("mixed", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			for _, o := range all {
+				Classify(o, classifyNow)
+			}
+		}
+	})
 }
