@@ -2,7 +2,6 @@ package fakevendor
 
 import (
 	"encoding/json"
-	"fmt"
 
 	"github.com/detour-proxy/detour/rewrite"
 )
@@ -185,4 +184,4 @@ func (v *Vendor) openaiScript(c call, errClass string) script {
 }
 
 // pad formats a call number for ids.
-func pad(n int) string { return fmt.Sprintf("%06d", n) }
+func pad(n int) string { return zeroPad(n, 6) }

@@ -317,7 +317,7 @@ func (v *Vendor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	v.mu.Lock()
 	v.calls++
 	c.n = v.calls
-	c.requestID = fmt.Sprintf("req_fake%016d", c.n)
+	c.requestID = "req_fake" + zeroPad(c.n, 16)
 	c.plan = v.plan(c.tools, c.n)
 	refused := wellFormed && v.strict && c.incomplete
 	var f Fault
