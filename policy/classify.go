@@ -137,7 +137,7 @@ func Classify(o Outcome, now time.Time) Verdict {
 		}
 		prefix, status = prefix+" in-body", statusOfCode(v.Info.Code)
 	default:
-		v.Info = rewrite.ParseError(o.Body)
+		v.Info = parseErrorMemo(o.Body)
 	}
 
 	f := newFacts(status, v.Info, o.Body)
@@ -543,6 +543,13 @@ var (
 // headers carry none (Azure's daily quota, OpenAI rate limits through
 // gateways that drop headers).
 func retryAfterText(msg string) time.Duration {
+	// Each regexp runs only when the message holds the literal its match
+	// must contain (containsFoldASCII): most messages hold none, and a
+	// case-insensitive regexp that finds nothing still steps through every
+	// byte, which made this the costliest part of classifying an error.
+	if !containsFoldASCII(msg, "retry after ") && !containsFoldASCII(msg, "hed in ") && !containsFoldASCII(msg, "try again in ") {
+		return 0
+	}
 	if m := retryAfterSeconds.FindStringSubmatch(msg); m != nil {
 		if n, err := strconv.Atoi(m[1]); err == nil {
 			if d := time.Duration(n) * time.Second; d <= maxRetryHint {

@@ -2,7 +2,6 @@ package fakevendor
 
 import (
 	"encoding/json"
-	"fmt"
 
 	"github.com/detour-proxy/detour/rewrite"
 )
@@ -103,6 +102,9 @@ func openaiID(c call) string { return "chatcmpl-fake" + pad(c.n) }
 // openaiBody is the chat.completion answer to c: its text, or its tool
 // calls with finish_reason tool_calls.
 func (v *Vendor) openaiBody(c call) []byte {
+	if b, ok := v.openaiTextBody(c); ok {
+		return b
+	}
 	out := c.plan.outputTokens()
 	choice := openaiChoice{
 		Message:      openaiMessage{Role: "assistant", Content: c.plan.text, Annotations: []any{}},
@@ -182,4 +184,4 @@ func (v *Vendor) openaiScript(c call, errClass string) script {
 }
 
 // pad formats a call number for ids.
-func pad(n int) string { return fmt.Sprintf("%06d", n) }
+func pad(n int) string { return zeroPad(n, 6) }

@@ -142,6 +142,8 @@ type Vendor struct {
 	rng     *rand.Rand
 	calls   int
 	records []Recorded
+
+	memo atomic.Pointer[parsedBody] // parse_memo.go
 }
 
 // New returns a fake vendor speaking shape. It panics when shape is not
@@ -309,13 +311,13 @@ func (v *Vendor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, readErr := io.ReadAll(io.LimitReader(r.Body, maxRequestBody))
 	c := call{method: r.Method, path: r.URL.Path}
 	found := v.route(r, &c)
-	wellFormed := found && readErr == nil && (c.list || v.parseBody(body, &c))
+	wellFormed := found && readErr == nil && (c.list || v.parseBodyMemo(body, &c))
 	c.promptTokens = min(max(len(body)/4, 1), maxPromptTokens)
 
 	v.mu.Lock()
 	v.calls++
 	c.n = v.calls
-	c.requestID = fmt.Sprintf("req_fake%016d", c.n)
+	c.requestID = "req_fake" + zeroPad(c.n, 16)
 	c.plan = v.plan(c.tools, c.n)
 	refused := wellFormed && v.strict && c.incomplete
 	var f Fault

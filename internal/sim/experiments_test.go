@@ -4,20 +4,39 @@ import (
 	"bytes"
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
 
-// seedSmall is table (e)'s set-up at a third of its length, with the quota
-// scaled with its window: the same share of each window without quota,
-// still six windows, and the 600s cooldown still longer than a window.
-var seedSmall = seedSetup{requests: 1200, window: 200 * time.Second, limit: 182}
+// seedSmall is table (e)'s set-up scaled down with its quota: about the same
+// share of each window without quota (a tenth), four windows, and both
+// cooldowns, 60s and 600s, longer than a window, so that each outlasts the
+// quota's return. TestSeedCooldownTradeOff reads its run (seedSmallRun) and
+// TestSeedAndLengthTablesAreReproducible prints it.
+var seedSmall = seedSetup{requests: 200, window: 50 * time.Second, limit: 45}
 
-// lengthSmall is table (f)'s set-up at half its length. Each quota outage
-// stays longer than the quota_exhausted cooldown (10m), as in the table:
-// a cooldown that outlasts the outage keeps an upstream out after its
-// quota is back, and only the last upstream is tried anyway.
-var lengthSmall = lengthSetup{requests: 1800, quotaOut: 12 * time.Minute}
+// seedSmallRun is table (e) at seedSmall with small()'s seed, run once per
+// test binary: the property test reads it, and the reproducibility test
+// compares it with a fresh run of the same set-up.
+var seedSmallRun = sync.OnceValues(func() (seedResult, error) {
+	return runSeedCooldownWith(context.Background(), small(), seedSmall)
+})
+
+// lengthSmall is table (f)'s set-up at an eighteenth of its length. Each
+// quota outage stays longer than the quota_exhausted cooldown (10m), as in
+// the table: a cooldown that outlasts the outage keeps an upstream out after
+// its quota is back, and only the last upstream is tried anyway. In so short
+// a run no quota comes back; each upstream added answers the stretch between
+// its predecessor's outage and its own. TestChainLengthAddsAnswers reads its
+// run (lengthSmallRun) and TestSeedAndLengthTablesAreReproducible prints it.
+var lengthSmall = lengthSetup{requests: 200, quotaOut: 12 * time.Minute}
+
+// lengthSmallRun is table (f) at lengthSmall with small()'s seed, run once
+// per test binary, like seedSmallRun.
+var lengthSmallRun = sync.OnceValues(func() (lengthResult, error) {
+	return runChainLengthWith(context.Background(), small(), lengthSmall)
+})
 
 // With a quota the two upstreams share, a cooldown saves the calls that
 // would meet it; but a cooldown that outlasts the quota's return keeps both
@@ -26,7 +45,7 @@ var lengthSmall = lengthSetup{requests: 1800, quotaOut: 12 * time.Minute}
 // there; and nothing answers more than the quota allows.
 func TestSeedCooldownTradeOff(t *testing.T) {
 	t.Parallel()
-	res, err := runSeedCooldownWith(context.Background(), small(), seedSmall)
+	res, err := seedSmallRun()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +89,7 @@ func TestSeedCooldownTradeOff(t *testing.T) {
 // leaves less to its last upstream.
 func TestChainLengthAddsAnswers(t *testing.T) {
 	t.Parallel()
-	res, err := runChainLengthWith(context.Background(), small(), lengthSmall)
+	res, err := lengthSmallRun()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,26 +115,38 @@ func TestChainLengthAddsAnswers(t *testing.T) {
 }
 
 // Tables (e) and (f) are byte-identical for one seed and differ for
-// another.
+// another. The first run of seed 7's tables is the one the property tests
+// read (seedSmallRun, lengthSmallRun); the second is fresh.
 func TestSeedAndLengthTablesAreReproducible(t *testing.T) {
 	t.Parallel()
-	print := func(seed int64) string {
+	print := func(seed int64, memo bool) string {
 		opts := small()
 		opts.Seed = seed
 		var out bytes.Buffer
-		e, err := runSeedCooldownWith(context.Background(), opts, seedSetup{requests: 200, window: 50 * time.Second, limit: 45})
+		runE := func() (seedResult, error) { return runSeedCooldownWith(context.Background(), opts, seedSmall) }
+		if memo {
+			runE = seedSmallRun
+		}
+		e, err := runE()
 		if err != nil {
 			t.Fatal(err)
 		}
 		e.write(&out)
-		f, err := runChainLengthWith(context.Background(), opts, lengthSetup{requests: 200, quotaOut: time.Minute})
+		runF := func() (lengthResult, error) { return runChainLengthWith(context.Background(), opts, lengthSmall) }
+		if memo {
+			runF = lengthSmallRun
+		}
+		f, err := runF()
 		if err != nil {
 			t.Fatal(err)
 		}
 		f.write(&out)
 		return out.String()
 	}
-	a, b, c := print(7), print(7), print(8)
+	if small().Seed != 7 {
+		t.Fatalf("small() has seed %d; the memoized runs are not this test's seed 7", small().Seed)
+	}
+	a, b, c := print(7, true), print(7, false), print(8, false)
 	if a != b {
 		t.Fatalf("two runs with seed 7 differ:\n%s\n---\n%s", a, b)
 	}

@@ -73,11 +73,14 @@ type routingResult struct {
 	rows     []routingRow
 }
 
+// routingScoredSelection is the scored row's selection section.
+var routingScoredSelection = fmt.Sprintf(`{"strategy": "scored", "score": {"latency": 1, "errors": 10}, "min_samples": %d}`, routingMinSamples)
+
 func runRouting(ctx context.Context, opts Options) (routingResult, error) {
 	res := routingResult{requests: opts.RoutingRequests}
 	for _, v := range []struct{ name, sel string }{
 		{"ordered", ""},
-		{"scored", fmt.Sprintf(`{"strategy": "scored", "score": {"latency": 1, "errors": 10}, "min_samples": %d}`, routingMinSamples)},
+		{"scored", routingScoredSelection},
 	} {
 		row, err := runRoutingVirtual(ctx, opts, v.name, v.sel)
 		if err != nil {

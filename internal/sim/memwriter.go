@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 )
 
 // memWriter is the http.ResponseWriter of the in-memory network and of the
@@ -39,6 +40,12 @@ func (w *memWriter) Write(p []byte) (int, error) {
 // Flush is there for the runner's streams (http.ResponseController); the
 // body is kept whole anyway.
 func (w *memWriter) Flush() { w.WriteHeader(http.StatusOK) }
+
+// SetReadDeadline is there for the runner's bound on reading the app's body
+// (http.ResponseController), as a real server's writer has it: the body is
+// in memory and cannot trickle, so there is nothing to bound. Without it
+// every simulated request built and wrapped an ErrNotSupported error twice.
+func (w *memWriter) SetReadDeadline(time.Time) error { return nil }
 
 // response is the answer as a client would receive it.
 func (w *memWriter) response(req *http.Request) *http.Response {

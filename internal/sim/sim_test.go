@@ -33,6 +33,11 @@ func tiny() Options {
 	}.withDefaults()
 }
 
+// tinyMemo holds the tables of tiny() that several tests read: the first
+// run of TestSameSeedSameTables and its table (a) alone, and the rows of
+// table (b) TestQuotaCooldownSavesPrimaryCalls asserts on.
+var tinyMemo = &tableMemo{}
+
 // A request the upstream refuses as invalid is the app's mistake: it must
 // reach the app as the upstream's 400 and never be sent to a second
 // upstream; and the valid requests' success rate must be 1 − p^k within
@@ -40,7 +45,11 @@ func tiny() Options {
 func TestChainCellsMatchTheoryAndNeverForwardInvalidRequests(t *testing.T) {
 	t.Parallel()
 	opts := small()
-	opts.Requests = 2000
+	// 1000 requests a cell are enough: at seed 7 a chain that tries its
+	// last upstream twice (an upstream's worth of success added) is off by
+	// z = 4.9 in the p=0.2,k=2 cell and 14 in p=0.3,k=1, and one that skips
+	// its last upstream by z = −25 and −13.
+	opts.Requests = 1000
 	for _, tc := range []struct {
 		p float64
 		k int
@@ -84,12 +93,12 @@ func TestSameSeedSameTables(t *testing.T) {
 		out string
 		err error
 	}
-	run := func(seed int64, tables ...string) <-chan result {
+	run := func(memo *tableMemo, seed int64, tables ...string) <-chan result {
 		c := make(chan result, 1)
 		go func() {
 			var out bytes.Buffer
 			opts := tiny()
-			opts.Seed, opts.Only, opts.Out = seed, tables, &out
+			opts.Seed, opts.Only, opts.Out, opts.memo = seed, tables, &out, memo
 			err := Run(context.Background(), opts)
 			c <- result{out.String(), err}
 		}()
@@ -102,7 +111,9 @@ func TestSameSeedSameTables(t *testing.T) {
 		}
 		return r.out
 	}
-	firstC, secondC, a7C, a8C := run(7, "a", "b", "d"), run(7, "a", "b", "d"), run(7, "a"), run(8, "a")
+	// The first run and seed 7's table (a) alone read tinyMemo's tables;
+	// the second run and seed 8's are fresh.
+	firstC, secondC, a7C, a8C := run(tinyMemo, 7, "a", "b", "d"), run(nil, 7, "a", "b", "d"), run(tinyMemo, 7, "a"), run(nil, 8, "a")
 	first, second := wait(firstC), wait(secondC)
 	if first != second {
 		t.Fatalf("two runs with seed 7 differ:\n%s\n---\n%s", first, second)
@@ -123,16 +134,25 @@ func TestSameSeedSameTables(t *testing.T) {
 // A quota_exhausted cooldown keeps calls away from a primary whose quota is
 // gone, and the backup answers meanwhile; never_skip_last false lets a
 // chain of one rest its only upstream too.
+//
+// It reads table (b) of tiny() from tinyMemo: the run ends a 60s cooldown
+// and holds 71 requests after the quota runs out.
 func TestQuotaCooldownSavesPrimaryCalls(t *testing.T) {
 	t.Parallel()
-	opts := small()
+	opts := tiny()
+	res, err := memoTable(tinyMemo, opts, "b", func() (quotaResult, error) { return runQuota(context.Background(), opts) })
+	if err != nil {
+		t.Fatal(err)
+	}
 	row := func(chain []string, cooldown string, nsl bool) quotaRow {
 		t.Helper()
-		r, err := runQuotaRow(context.Background(), opts, chain, cooldown, nsl)
-		if err != nil {
-			t.Fatal(err)
+		for _, r := range res.rows {
+			if strings.Join(r.chain, ",") == strings.Join(chain, ",") && r.cooldown == cooldown && r.neverSkipLast == nsl {
+				return r
+			}
 		}
-		return r
+		t.Fatalf("table (b) has no row %v, cooldown %s, never_skip_last %t", chain, cooldown, nsl)
+		return quotaRow{}
 	}
 	pair := []string{"primary", "backup"}
 	none, long := row(pair, "0s", true), row(pair, "600s", true)
