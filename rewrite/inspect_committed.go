@@ -56,11 +56,22 @@ func committedGemini(ev sse.Event) EventKind {
 	return InspectEvent(Gemini, ev)
 }
 
+var (
+	errorKey      = []byte(`"error"`)
+	unicodeEscape = []byte(`\u`)
+)
+
 // topLevelError reports EventError when the JSON object data has a
 // member "error" that is not empty, found before the scan of its members
 // ends (at the object's end or where it stops being JSON), and
 // EventContent otherwise.
 func topLevelError(data []byte) EventKind {
+	if !bytes.Contains(data, errorKey) && !bytes.Contains(data, unicodeEscape) {
+		// No member can be named error: its name would be there as is,
+		// or hold a \u escape (none of its letters has a short one).
+		// Most events are judged here, without a scan.
+		return EventContent
+	}
 	it, ok := jsonscan.Scan(data)
 	if !ok || !it.IsObject() {
 		return EventContent

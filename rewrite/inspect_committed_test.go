@@ -43,6 +43,8 @@ func committedCorpus(t *testing.T) []sse.Event {
 		`data: {"choices":[{"delta":{}}]},"error":{"message":"after the end"}` + "\n\n",
 		`data: {"choices":[{"delta":{}}] "error":{"message":"after a missing comma"}}` + "\n\n",
 		`data: {"err\u006fr":{"message":"escaped key"}}` + "\n\n",
+		`data: {"\u0065rror":{"message":"escaped first letter"}}` + "\n\n",
+		`data: {"choices":[{"delta":{"content":"an \"error\" in the text, and \\u"}}]}` + "\n\n",
 		"data: <html>502 Bad Gateway</html>\n\n",
 		"data: 42\n\n",
 		"data: {}\n\n",
