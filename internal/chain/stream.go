@@ -212,7 +212,9 @@ func (a *attempt) pump(out *streamOut, ended bool) {
 			}
 			ev.Raw = append(ev.Raw, "\n\n"...)
 		}
-		kind := rewrite.InspectEvent(a.wire(), ev)
+		// Past the commit point only an event's being the end or an
+		// error matters, not whether it carries content.
+		kind := rewrite.InspectCommitted(a.wire(), ev)
 		if kind == rewrite.EventDone || endsStream(a.wire(), ev) {
 			ended = true
 		}

@@ -41,6 +41,7 @@ type compareConfig struct {
 	streamWarm   bool          // a JSON call through the same proxy right before each stream (diagnostic)
 	events       int           // content events per stream
 	eventGap     time.Duration // the vendor's pause between stream events
+	firstPause   time.Duration // the vendor's pause after a stream's first content event (diagnostic)
 	streams      int           // streams held open for the RSS figure
 	benchN       int           // -benchtime of the allocation benchmark
 	cpu, genCPU  string        // cores of the proxies and of the load generator
@@ -86,6 +87,7 @@ func compare(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&cfg.streamWarm, "stream-warm", false, "diagnostic, not for the README: call each proxy once, unstreamed, right before each of its streams, so that it serves the stream warm")
 	fs.IntVar(&cfg.events, "events", 200, "content events per stream")
 	fs.DurationVar(&cfg.eventGap, "event-gap", 200*time.Microsecond, "the vendor's pause between stream events")
+	fs.DurationVar(&cfg.firstPause, "first-pause", 0, "diagnostic, not for the README: the vendor's pause after a stream's first content event (instead of -event-gap), so that its second event is not written while the client reads the first (see sendLog)")
 	fs.IntVar(&cfg.streams, "streams", 1000, "streams held open for the RSS figure")
 	fs.IntVar(&cfg.benchN, "bench-n", 300, "requests per variant in the allocation benchmark (0: skip it)")
 	fs.StringVar(&cfg.cpu, "cpu", "1", "core the proxies are pinned to (taskset)")
@@ -130,7 +132,7 @@ func compare(args []string, stdout, stderr io.Writer) error {
 
 	words := strings.TrimSpace(strings.Repeat("word ", cfg.events))
 	vendor := fakevendor.New(rewrite.OpenAI, fakevendor.Options{Name: "compare", Text: words, Chunks: cfg.events, EventDelay: cfg.eventGap})
-	sends := &sendLog{m: map[string][]time.Time{}, entered: map[string]time.Time{}, remote: map[string]string{}}
+	sends := &sendLog{m: map[string][]time.Time{}, entered: map[string]time.Time{}, remote: map[string]string{}, firstPause: cfg.firstPause}
 	vsrv := httptest.NewServer(sends.wrap(vendor))
 	defer vsrv.Close()
 
@@ -264,6 +266,16 @@ type sendLog struct {
 	m       map[string][]time.Time
 	entered map[string]time.Time
 	remote  map[string]string // the vendor connection's remote address
+	// firstPause, when set, holds the vendor's handler after the flush of
+	// a stream's first content event, so that its next event comes that
+	// much later. The vendor shares the client's process (and core): a
+	// proxy whose first content takes longer than the vendor's event gap
+	// to arrive (detour's, with the answer's headers in front of it) has
+	// the vendor's write of the second event, and the wake of the proxy
+	// it causes, run on the client's core while the client still reads
+	// the first, which no remote vendor would do. The stream split counts
+	// such streams ("2nd event written before the 1st was read").
+	firstPause time.Duration
 }
 
 func (l *sendLog) wrap(h http.Handler) http.Handler {
@@ -273,7 +285,7 @@ func (l *sendLog) wrap(h http.Handler) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		tw := &timedWriter{ResponseWriter: w}
+		tw := &timedWriter{ResponseWriter: w, pause: l.firstPause}
 		l.mu.Lock()
 		l.entered[id] = time.Now()
 		l.remote[id] = r.RemoteAddr
@@ -295,10 +307,13 @@ func (l *sendLog) take(id string) (entered time.Time, sent []time.Time, remote s
 	return entered, sent, remote
 }
 
-// timedWriter notes the time of every content event written through it.
+// timedWriter notes the time of every content event written through it,
+// and makes sendLog's first pause.
 type timedWriter struct {
 	http.ResponseWriter
-	sent []time.Time
+	sent   []time.Time
+	pause  time.Duration
+	paused bool
 }
 
 func (t *timedWriter) Write(p []byte) (int, error) {
@@ -312,6 +327,10 @@ func (t *timedWriter) Write(p []byte) (int, error) {
 func (t *timedWriter) Flush() {
 	if f, ok := t.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
+	}
+	if t.pause > 0 && !t.paused && len(t.sent) > 0 {
+		t.paused = true
+		time.Sleep(t.pause)
 	}
 }
 
@@ -489,6 +508,10 @@ func streamPhase(cfg compareConfig, direct *variant, vs []*variant, res map[stri
 	per := map[string][]time.Duration{}
 	first := map[string][]time.Duration{}
 	split := newStreamSplit()
+	usage, err := startStreamUsage(vs)
+	if err != nil {
+		return err
+	}
 	rng := rand.New(rand.NewPCG(3, 4))
 	for r := -5; r < cfg.streamRounds; r++ {
 		rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
@@ -543,7 +566,7 @@ func streamPhase(cfg compareConfig, direct *variant, vs []*variant, res map[stri
 		res[v.name].firstTransit = pct(first[v.name], 50) - pct(first["direct"], 50)
 	}
 	split.print(stderr)
-	return nil
+	return usage.print(stderr, (cfg.streamRounds+5)*cfg.events)
 }
 
 // holdStreams opens n streams through v, waits until each has its first

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net/http/httptrace"
+	"os"
+	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -110,4 +113,76 @@ func (s *streamSplit) print(w io.Writer) {
 		fmt.Fprintf(&b, "; vendor's 2nd event written before the 1st was read: %d of %d; vendor connections: %d", s.late[n], s.streams[n], len(s.conns[n]))
 		fmt.Fprintln(w, b.String())
 	}
+}
+
+// streamUsage is what each proxy's process spent over the stream phase,
+// for the CPU and context switches per event compare prints beside its
+// table: unlike an event's transit, which the other work of a shared
+// machine stretches, a proxy's own CPU per event varies little from run
+// to run, so that a difference between two proxies' per-event work shows
+// in it where their transits' medians are within each other's noise. The
+// figures include the phase's requests (a stream's way in and commit
+// point) and the warm-up streams, spread over the events.
+type streamUsage struct {
+	vs   []*variant
+	cpu0 []time.Duration
+	ctx0 []int64
+}
+
+func startStreamUsage(vs []*variant) (*streamUsage, error) {
+	u := &streamUsage{vs: vs}
+	for _, v := range vs {
+		c, err := cpuTime(v.child.pid())
+		if err != nil {
+			return nil, err
+		}
+		u.cpu0 = append(u.cpu0, c)
+		u.ctx0 = append(u.ctx0, ctxSwitches(v.child.pid()))
+	}
+	return u, nil
+}
+
+// print writes each proxy's CPU and context switches per event, events
+// being every content event the phase streamed through it.
+func (u *streamUsage) print(w io.Writer, events int) error {
+	var b strings.Builder
+	b.WriteString("compare: stream phase, per content event (the streams' requests included): ")
+	for i, v := range u.vs {
+		c, err := cpuTime(v.child.pid())
+		if err != nil {
+			return err
+		}
+		cpu := c - u.cpu0[i]
+		sw := ctxSwitches(v.child.pid()) - u.ctx0[i]
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s CPU %.1f µs, context switches %.2f", v.name, float64(cpu.Nanoseconds())/1e3/float64(events), float64(sw)/float64(events))
+	}
+	fmt.Fprintln(w, b.String())
+	return nil
+}
+
+// ctxSwitches is the sum of the voluntary and involuntary context switches
+// of pid's threads alive now (0 where /proc cannot tell: a diagnostic).
+func ctxSwitches(pid int) int64 {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	var n int64
+	for _, t := range tasks {
+		b, err := os.ReadFile(filepath.Join(dir, t.Name(), "status"))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.HasSuffix(k, "ctxt_switches") {
+				x, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				n += x
+			}
+		}
+	}
+	return n
 }
