@@ -12,7 +12,7 @@ import (
 // events made to test the edges of InspectEvent's scan: errors before, after
 // and beside content, empty errors, broken and truncated JSON, escaped keys,
 // arrays, comments.
-func committedCorpus(t *testing.T) []sse.Event {
+func committedCorpus(t testing.TB) []sse.Event {
 	t.Helper()
 	files, err := os.ReadDir(inspectStreamDir)
 	if err != nil {
@@ -85,6 +85,27 @@ func TestInspectCommittedAgreesWithInspectEvent(t *testing.T) {
 			}
 		}
 	}
+}
+
+// FuzzInspectCommitted holds InspectCommitted to InspectEvent on any event,
+// well-formed or not, for the shapes it judges without InspectEvent
+// (OpenAI and Gemini) and one it hands over (Anthropic).
+func FuzzInspectCommitted(f *testing.F) {
+	for _, ev := range committedCorpus(f) {
+		f.Add(ev.Name, ev.Data, ev.Comment)
+	}
+	f.Fuzz(func(t *testing.T, name string, data []byte, comment bool) {
+		ev := sse.Event{Name: name, Data: data, Comment: comment}
+		for _, shape := range []Shape{OpenAI, Gemini, Anthropic} {
+			want := InspectEvent(shape, ev)
+			if want == EventMeta {
+				want = EventContent
+			}
+			if got := InspectCommitted(shape, ev); got != want {
+				t.Errorf("InspectCommitted(%s, %q, %q) = %v; InspectEvent says %v", shape, name, data, got, want)
+			}
+		}
+	})
 }
 
 // BenchmarkInspectCommitted compares the two on a relayed OpenAI content
