@@ -117,7 +117,7 @@ func compare(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&cfg.eventGap, "event-gap", 200*time.Microsecond, "the vendor's pause between stream events")
 	fs.DurationVar(&cfg.firstPause, "first-pause", 0, "diagnostic, not for the README: the vendor's pause after a stream's first content event (instead of -event-gap), so that its second event is not written while the client reads the first (see sendLog)")
 	fs.IntVar(&cfg.streams, "streams", 1000, "streams held open for the RSS figure")
-	fs.IntVar(&cfg.rssReps, "rss-reps", 3, "fresh starts of every proxy for the RSS figure, whose median is reported")
+	fs.IntVar(&cfg.rssReps, "rss-reps", 5, "fresh starts of every proxy for the RSS figure, whose median is reported")
 	fs.IntVar(&cfg.benchN, "bench-n", 300, "requests per variant in the allocation benchmark (0: skip it)")
 	fs.StringVar(&cfg.cpu, "cpu", "1", "core the proxies are pinned to (taskset)")
 	fs.StringVar(&cfg.genCPU, "gen-cpu", "0", "core of this process: load generator and vendor")

@@ -28,7 +28,7 @@
 // BenchmarkAllocsPerRequest), time to first token and per-event transit of
 // a 200-event stream (from a vendor that writes its opening event and
 // first content together, and from one that pauses between them), RSS
-// with 1,000 open streams (the median of three starts) and time to ready,
+// with 1,000 open streams (the median of five starts) and time to ready,
 // each as detour, bare and their ratio. It prints the README's generated
 // "Measured" block; -readme rewrites it in place. -b BIN measures a second
 // detour binary in the same runs, beside the first (a before/after
@@ -78,7 +78,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprintln(stdout, "usage: go run ./internal/loadharness streams [-n N] [--settle 5s] [--cpu 1] [--detour BIN]")
 		fmt.Fprintln(stdout, "       go run ./internal/loadharness bodies [-n N] [-size BYTES] [-chunked] [-retry] [-policy-extra JSON] [--cpu 1] [--detour BIN]")
-		fmt.Fprintln(stdout, "       go run ./internal/loadharness compare [-readme README.md] [-phases latency,rps,stream,rss] [-bench-n 300] [-rss-reps 3] [-cpu 1] [-gen-cpu 0] [-stream-warm] [-detour BIN] [-b BIN]")
+		fmt.Fprintln(stdout, "       go run ./internal/loadharness compare [-readme README.md] [-phases latency,rps,stream,rss] [-bench-n 300] [-rss-reps 5] [-cpu 1] [-gen-cpu 0] [-stream-warm] [-detour BIN] [-b BIN]")
 		fmt.Fprintln(stdout, "       go run ./internal/loadharness profile [-c 16] [-for 2s] [-reps 8] [-out DIR] [-strace] [-b SERVECHILD] [-b-env ENV] [-detour-env ENV]")
 		return nil
 	}
