@@ -444,23 +444,29 @@ func (r *Reader) fill() {
 		}
 	}
 	for range maxConsecutiveEmptyReads {
-		room := len(r.buf) - r.w
-		n, err := r.rd.Read(r.buf[r.w:])
-		if n < 0 || n > room {
-			r.err = errors.New("sse: reader returned invalid count")
-			return
-		}
-		r.w += n
-		r.filled = n == room
-		if err != nil {
-			r.err = err
-			return
-		}
-		if n > 0 {
+		if r.readMore() {
 			return
 		}
 	}
 	r.err = io.ErrNoProgress
+}
+
+// readMore makes one read into the buffer's free room. It reports whether
+// that read ended the fill: it brought bytes, or an error, which is kept.
+func (r *Reader) readMore() bool {
+	room := len(r.buf) - r.w
+	n, err := r.rd.Read(r.buf[r.w:])
+	if n < 0 || n > room {
+		r.err = errors.New("sse: reader returned invalid count")
+		return true
+	}
+	r.w += n
+	r.filled = n == room
+	if err != nil {
+		r.err = err
+		return true
+	}
+	return n > 0
 }
 
 // waitReleased is fill with nothing to keep (keep, the first byte to keep,
@@ -503,18 +509,9 @@ func (r *Reader) waitReleased(keep int) {
 	}
 	// The rest of what arrived is normally buffered below already, so
 	// this read does not wait; it may, and then waits holding the buffer,
-	// as without SetIdleRelease.
-	room := len(r.buf) - r.w
-	m, err := r.rd.Read(r.buf[r.w:])
-	if m < 0 || m > room {
-		r.err = errors.New("sse: reader returned invalid count")
-		return
-	}
-	r.w += m
-	r.filled = m == room
-	if err != nil {
-		r.err = err
-	}
+	// as without SetIdleRelease. Should it bring nothing, the next fill
+	// reads again.
+	r.readMore()
 }
 
 // moved adjusts the offsets into buf after the kept bytes, from keep on,
