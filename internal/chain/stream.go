@@ -43,6 +43,9 @@ func (a *attempt) streamAnswer(resp *http.Response) step {
 	// and referenced from the attempt they would be an allocation each.
 	a.rd = *sse.NewReader(&a.body)
 	rd := &a.rd
+	// A stream waits on its upstream for nearly all of its life: while it
+	// does, its reader's buffer serves other streams.
+	rd.SetIdleRelease(true)
 	first, ended, st, committed := a.untilCommit(rd, resp)
 	if !committed {
 		a.releaseStream()

@@ -84,6 +84,10 @@ func (t *Transports) CloseIdle() {
 	}
 }
 
+// upstreamWriteBuffer is the size of the buffer an upstream connection
+// writes its requests through (NewTransport).
+const upstreamWriteBuffer = 2 << 10
+
 // NewTransport returns the transport detour uses to reach upstreams and
 // passed-through hosts. Unlike goproxy's default transport it verifies TLS
 // (system roots plus roots, when given), and it never reads HTTPS_PROXY:
@@ -104,11 +108,18 @@ func NewTransport(connect time.Duration, roots *x509.CertPool, dial DialFunc) *h
 	// already contains the system roots plus its own.
 	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots}
 	return &http.Transport{
-		Proxy:                 nil,
-		DialContext:           dialCtx,
-		TLSClientConfig:       tlsCfg,
-		TLSHandshakeTimeout:   connect,
-		ForceAttemptHTTP2:     true,
+		Proxy:               nil,
+		DialContext:         dialCtx,
+		TLSClientConfig:     tlsCfg,
+		TLSHandshakeTimeout: connect,
+		ForceAttemptHTTP2:   true,
+		// The request is written once, at the start of the connection's
+		// exchange, and the buffer then sits idle for as long as the
+		// answer streams (and while the connection waits in the pool);
+		// net/http's 4 KiB default made every open stream keep 4 KiB for
+		// it. A head and body beyond 2 KiB go out as they did beyond 4
+		// KiB: the buffer's worth, then the rest in one write.
+		WriteBufferSize:       upstreamWriteBuffer,
 		MaxIdleConns:          256,
 		MaxIdleConnsPerHost:   64,
 		IdleConnTimeout:       90 * time.Second,

@@ -73,8 +73,9 @@ func (v *Vendor) succeed(w http.ResponseWriter, r *http.Request, c call, f Fault
 		v.writeBody(w, statusOr(f.Status, http.StatusOK), v.jsonType(), v.body(c))
 		return
 	}
-	sw := v.startStream(w, r, c)
-	if sw.send(v.streamScript(c, "").complete()...) {
+	s := v.streamScript(c, "")
+	sw := v.startStream(w, r, c, s)
+	if sw.send(s.complete()...) {
 		sw.end()
 	}
 }
@@ -95,7 +96,7 @@ func (v *Vendor) fail(w http.ResponseWriter, c call, f Fault) {
 // streamFault carries out a stream fault on a streaming request.
 func (v *Vendor) streamFault(w http.ResponseWriter, r *http.Request, c call, f Fault) {
 	s := v.streamScript(c, f.Class)
-	sw := v.startStream(w, r, c)
+	sw := v.startStream(w, r, c, s)
 	switch f.Kind {
 	case StreamErrorEarly:
 		if sw.send(s.opening()...) && sw.send(s.fail) {
@@ -200,9 +201,13 @@ func (v *Vendor) streamScript(c call, errClass string) script {
 }
 
 // startStream sends the headers of a 200 stream: SSE, or for Gemini without
-// alt=sse a JSON array.
-func (v *Vendor) startStream(w http.ResponseWriter, r *http.Request, c call) *streamWriter {
+// alt=sse a JSON array. s is the stream's script, whose opening events
+// Options.JoinFirst joins to the first content.
+func (v *Vendor) startStream(w http.ResponseWriter, r *http.Request, c call, s script) *streamWriter {
 	sw := &streamWriter{ctx: r.Context(), w: w, rc: http.NewResponseController(w), delay: v.delay}
+	if v.join {
+		sw.join = len(s.open) + len(s.lead) + 1
+	}
 	h := w.Header()
 	if v.shape == rewrite.Gemini && !c.sse {
 		sw.array = true

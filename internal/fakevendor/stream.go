@@ -84,13 +84,20 @@ type streamWriter struct {
 	// streamGenerateContent without alt=sse) instead of SSE.
 	array bool
 	sent  int
+	// join is how many events are written before the first flush and
+	// pause (Options.JoinFirst); 0 and 1 flush after every event.
+	join int
+	// unflushed: an event is written but not flushed (join).
+	unflushed bool
 }
 
 // send writes evs one by one. It reports false when the client went away or
-// a write failed; the caller then stops.
+// a write failed; the caller then stops. The events joined to the first
+// content are flushed together, or at the end of this call when it sends
+// fewer (a stream that stops after its opening events).
 func (s *streamWriter) send(evs ...event) bool {
 	for _, e := range evs {
-		if s.sent > 0 && !sleep(s.ctx, s.delay) {
+		if s.sent >= max(s.join, 1) && !sleep(s.ctx, s.delay) {
 			return false
 		}
 		var b []byte
@@ -115,14 +122,28 @@ func (s *streamWriter) send(evs ...event) bool {
 		if _, err := s.w.Write(b); err != nil {
 			return false
 		}
-		// A writer that cannot flush still gets the whole stream, in one
-		// piece; any other flush error means the client is gone.
-		if err := s.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		s.sent++
+		if s.sent < s.join {
+			s.unflushed = true
+			continue
+		}
+		if !s.flush() {
 			return false
 		}
-		s.sent++
+	}
+	if s.unflushed && !s.flush() {
+		return false
 	}
 	return s.ctx.Err() == nil
+}
+
+// flush flushes what is written. A writer that cannot flush still gets the
+// whole stream, in one piece; any other flush error means the client is
+// gone.
+func (s *streamWriter) flush() bool {
+	s.unflushed = false
+	err := s.rc.Flush()
+	return err == nil || errors.Is(err, http.ErrNotSupported)
 }
 
 // end finishes the framing: the closing bracket of a JSON array. SSE streams

@@ -39,6 +39,13 @@ type Options struct {
 	// EventDelay is the pause between stream events; zero means none. The
 	// pause ends early when the client goes away.
 	EventDelay time.Duration
+	// JoinFirst writes a stream's opening events (those before its first
+	// content) and its first content event together, with one flush and no
+	// pause between them, as a vendor whose first token is ready by the
+	// time it answers; EventDelay's pauses come after. A proxy that holds
+	// the opening events until the first content arrives then holds
+	// nothing back for longer than one that forwards them at once.
+	JoinFirst bool
 	// Chunks is the number of content deltas of a stream, the text being
 	// split across them at word boundaries (at rune boundaries when it has
 	// fewer words; fewer deltas when it has fewer runes). Zero means
@@ -126,6 +133,7 @@ type Vendor struct {
 	pieces []string
 	chunks int
 	delay  time.Duration
+	join   bool
 	now    func() time.Time
 
 	parallelTools bool
@@ -153,7 +161,7 @@ func New(shape rewrite.Shape, opts Options) *Vendor {
 		panic(fmt.Sprintf("fakevendor: unknown shape %q", shape))
 	}
 	v := &Vendor{
-		shape: shape, name: opts.Name, text: opts.Text, delay: opts.EventDelay, now: opts.Now,
+		shape: shape, name: opts.Name, text: opts.Text, delay: opts.EventDelay, join: opts.JoinFirst, now: opts.Now,
 		parallelTools: opts.ParallelTools, geminiIDs: opts.GeminiIDs, strict: opts.Strict,
 	}
 	if v.name == "" {

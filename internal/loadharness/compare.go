@@ -43,6 +43,7 @@ type compareConfig struct {
 	eventGap     time.Duration // the vendor's pause between stream events
 	firstPause   time.Duration // the vendor's pause after a stream's first content event (diagnostic)
 	streams      int           // streams held open for the RSS figure
+	rssReps      int           // fresh starts of every proxy for the RSS figure (median)
 	benchN       int           // -benchtime of the allocation benchmark
 	cpu, genCPU  string        // cores of the proxies and of the load generator
 }
@@ -64,14 +65,41 @@ type figures struct {
 	busy         float64       // share of its core the proxy used during the rps runs
 	allocsJSON   float64       // allocations per request over direct (benchmark)
 	allocsStream float64
+	// The stream figures: joined, the vendor writing its opening event
+	// and first content together; paused, the vendor pausing between
+	// them as between all its events.
+	joined, paused streamFigures
+	rssMiB         float64 // with cfg.streams open streams, median over cfg.rssReps starts
+	ready          time.Duration
+}
+
+// streamFigures is what the stream phase measures of one proxy with one
+// kind of vendor stream.
+type streamFigures struct {
 	ttft         time.Duration // added p50 time to first content event: way in + first transit
 	clientTTFT   time.Duration // added p50 time to first content event as the client saw it
 	wayIn        time.Duration // added p50 time from the client's send to the vendor's handler
 	firstTransit time.Duration // added p50 transit of the first content event
 	perEvent     time.Duration // added stream time per event
-	rssMiB       float64       // with cfg.streams open streams
-	ready        time.Duration
 }
+
+// streamKind is one kind of vendor stream the stream phase runs.
+type streamKind struct {
+	name string // in the stream split's lines, and in stream ids
+	// join: the vendor writes its opening event and its first content
+	// event together (fakevendor.Options.JoinFirst).
+	join bool
+	figs func(*figures) *streamFigures
+}
+
+var streamKinds = []streamKind{
+	{"joined", true, func(f *figures) *streamFigures { return &f.joined }},
+	{"paused", false, func(f *figures) *streamFigures { return &f.paused }},
+}
+
+// joinHeader, on a request from the stream phase, sends it to the vendor
+// that writes its opening event and first content together.
+const joinHeader = "X-Compare-Join"
 
 // compare runs detour (base-URL mode) and a bare httputil.ReverseProxy with
 // a BufferPool as child processes pinned to one core, against one fake
@@ -89,14 +117,19 @@ func compare(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&cfg.eventGap, "event-gap", 200*time.Microsecond, "the vendor's pause between stream events")
 	fs.DurationVar(&cfg.firstPause, "first-pause", 0, "diagnostic, not for the README: the vendor's pause after a stream's first content event (instead of -event-gap), so that its second event is not written while the client reads the first (see sendLog)")
 	fs.IntVar(&cfg.streams, "streams", 1000, "streams held open for the RSS figure")
+	fs.IntVar(&cfg.rssReps, "rss-reps", 5, "fresh starts of every proxy for the RSS figure, whose median is reported")
 	fs.IntVar(&cfg.benchN, "bench-n", 300, "requests per variant in the allocation benchmark (0: skip it)")
 	fs.StringVar(&cfg.cpu, "cpu", "1", "core the proxies are pinned to (taskset)")
 	fs.StringVar(&cfg.genCPU, "gen-cpu", "0", "core of this process: load generator and vendor")
 	readme := fs.String("readme", "", "rewrite the section between "+measuredBegin+" and "+measuredEnd+" of this file")
 	phases := fs.String("phases", "latency,rps,stream,rss", "phases to run, comma-separated (the allocation benchmark runs unless -bench-n 0)")
 	bin := fs.String("detour", "", "detour binary to measure; empty: go build the module's main package")
+	before := fs.String("b", "", "a second detour binary, measured beside the first in the same runs as \"before\" (a before/after comparison; its column is not for the README)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if cfg.rssReps < 1 {
+		cfg.rssReps = 1
 	}
 	start := time.Now()
 	load, _ := os.ReadFile("/proc/loadavg")
@@ -132,8 +165,15 @@ func compare(args []string, stdout, stderr io.Writer) error {
 
 	words := strings.TrimSpace(strings.Repeat("word ", cfg.events))
 	vendor := fakevendor.New(rewrite.OpenAI, fakevendor.Options{Name: "compare", Text: words, Chunks: cfg.events, EventDelay: cfg.eventGap})
+	joined := fakevendor.New(rewrite.OpenAI, fakevendor.Options{Name: "compare", Text: words, Chunks: cfg.events, EventDelay: cfg.eventGap, JoinFirst: true})
 	sends := &sendLog{m: map[string][]time.Time{}, entered: map[string]time.Time{}, remote: map[string]string{}, firstPause: cfg.firstPause}
-	vsrv := httptest.NewServer(sends.wrap(vendor))
+	vsrv := httptest.NewServer(sends.wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(joinHeader) != "" {
+			joined.ServeHTTP(w, r)
+			return
+		}
+		vendor.ServeHTTP(w, r)
+	})))
 	defer vsrv.Close()
 
 	pol := fmt.Sprintf(`{
@@ -154,15 +194,21 @@ func compare(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return nil, fmt.Errorf("bare proxy: %w", err)
 		}
-		dc, err := startDetour(*bin, polPath, cfg.cpu, stderr)
-		if err != nil {
-			bc.stop()
-			return nil, fmt.Errorf("detour: %w", err)
+		vs := []*variant{{name: "bare", child: bc, url: "http://" + bc.listen + "/v1/chat/completions", cl: newClient()}}
+		for _, d := range []struct{ name, bin string }{{"detour", *bin}, {"before", *before}} {
+			if d.bin == "" {
+				continue
+			}
+			dc, err := startDetour(d.bin, polPath, cfg.cpu, stderr)
+			if err != nil {
+				for _, v := range vs {
+					v.child.stop()
+				}
+				return nil, fmt.Errorf("%s: %w", d.name, err)
+			}
+			vs = append(vs, &variant{name: d.name, child: dc, url: "http://" + dc.listen + "/openai/v1/chat/completions", cl: newClient()})
 		}
-		return []*variant{
-			{name: "bare", child: bc, url: "http://" + bc.listen + "/v1/chat/completions", cl: newClient()},
-			{name: "detour", child: dc, url: "http://" + dc.listen + "/openai/v1/chat/completions", cl: newClient()},
-		}, nil
+		return vs, nil
 	}
 	stopAll := func(vs []*variant) {
 		for _, v := range vs {
@@ -203,6 +249,7 @@ func compare(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		vendor.Reset()
+		joined.Reset()
 	}
 	if !run("rss") {
 		md := reportMarkdown(cfg, res, string(bytes.TrimSpace(load)), time.Since(start))
@@ -211,32 +258,45 @@ func compare(args []string, stdout, stderr io.Writer) error {
 	}
 
 	// Open streams are measured in fresh processes, so that the heap the
-	// load phases grew does not count; their start is a second sample of
-	// the time to ready.
-	stopAll(vs)
+	// load phases grew does not count; their starts are more samples of
+	// the time to ready. A proxy's RSS with its streams varies by a few
+	// MiB from start to start (where in its collector's cycle the last
+	// stream lands), so it is started cfg.rssReps times, in turn with the
+	// others, and the median kept.
 	vendor.SetDefault(fakevendor.Fault{Kind: fakevendor.StreamStall, Delay: time.Hour})
-	if vs, err = startAll(); err != nil {
-		return err
-	}
-	for _, v := range vs {
-		res[v.name].ready = min(res[v.name].ready, v.child.ready)
-	}
-	fmt.Fprintf(stderr, "compare: RSS with %d open streams\n", cfg.streams)
-	idle := map[string]float64{}
-	for _, v := range vs {
-		s, err := v.child.sample()
-		if err != nil {
+	fmt.Fprintf(stderr, "compare: RSS with %d open streams, %d starts\n", cfg.streams, cfg.rssReps)
+	rss := map[string][]float64{}
+	for rep := range cfg.rssReps {
+		stopAll(vs)
+		if vs, err = startAll(); err != nil {
 			return err
 		}
-		idle[v.name] = s.rssMiB
+		for _, v := range vs {
+			res[v.name].ready = min(res[v.name].ready, v.child.ready)
+		}
+		idle := map[string]sample{}
+		for _, v := range vs {
+			s, err := v.child.sample()
+			if err != nil {
+				return err
+			}
+			idle[v.name] = s
+		}
+		// The proxies take turns at holding their streams first.
+		order := append(slices.Clone(vs[rep%len(vs):]), vs[:rep%len(vs)]...)
+		for _, v := range order {
+			s, err := holdStreams(v, cfg.streams)
+			if err != nil {
+				return fmt.Errorf("%s: %w", v.name, err)
+			}
+			rss[v.name] = append(rss[v.name], s.rssMiB)
+			i := idle[v.name]
+			fmt.Fprintf(stderr, "compare: %s: idle %.1f MiB (anonymous %.1f, file %.1f), %d streams %.1f MiB (anonymous %.1f, file %.1f)\n",
+				v.name, i.rssMiB, i.anonMiB, i.fileMiB, cfg.streams, s.rssMiB, s.anonMiB, s.fileMiB)
+		}
 	}
 	for _, v := range vs {
-		s, err := holdStreams(v, cfg.streams)
-		if err != nil {
-			return fmt.Errorf("%s: %w", v.name, err)
-		}
-		res[v.name].rssMiB = s.rssMiB
-		fmt.Fprintf(stderr, "compare: %s: idle %.1f MiB, %d streams %.1f MiB\n", v.name, idle[v.name], cfg.streams, s.rssMiB)
+		res[v.name].rssMiB = median(rss[v.name])
 	}
 
 	md := reportMarkdown(cfg, res, string(bytes.TrimSpace(load)), time.Since(start))
@@ -360,12 +420,16 @@ var contentMark = []byte(`"delta":{"content":"`)
 
 // stream makes one streaming request, tagged id for the vendor's send
 // log, and returns when it was sent and the arrival time of every content
-// event; c gets the client's other times (streamsplit.go).
-func (v *variant) stream(id string, c *streamClock) (start time.Time, arrived []time.Time, err error) {
+// event; c gets the client's other times (streamsplit.go). join asks for
+// the vendor that writes its opening event and first content together.
+func (v *variant) stream(id string, join bool, c *streamClock) (start time.Time, arrived []time.Time, err error) {
 	req, _ := http.NewRequestWithContext(c.trace(context.Background()), http.MethodPost, v.url, strings.NewReader(streamBody))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer sk-compare")
 	req.Header.Set("X-Compare-Id", id)
+	if join {
+		req.Header.Set(joinHeader, "1")
+	}
 	start = time.Now()
 	resp, err := v.cl.Do(req)
 	if err != nil {
@@ -497,45 +561,54 @@ func closedLoop(v *variant, c int, d time.Duration) (int64, time.Duration, error
 }
 
 // streamPhase streams cfg.events content events through direct and every
-// proxy, interleaved, and keeps each proxy's time to first content and
-// per-event transit (the median over a stream's events of arrival minus
-// send) over direct's.
+// proxy, interleaved, from both kinds of vendor stream (streamKinds), and
+// keeps each proxy's time to first content and per-event transit (the
+// median over a stream's events of arrival minus send) over direct's.
 func streamPhase(cfg compareConfig, direct *variant, vs []*variant, res map[string]*figures, sends *sendLog, stderr io.Writer) error {
 	all := append([]*variant{direct}, vs...)
-	ttft := map[string][]time.Duration{}
-	clientTTFT := map[string][]time.Duration{}
-	wayIn := map[string][]time.Duration{}
-	per := map[string][]time.Duration{}
-	first := map[string][]time.Duration{}
-	split := newStreamSplit()
+	type key struct{ kind, name string }
+	ttft := map[key][]time.Duration{}
+	clientTTFT := map[key][]time.Duration{}
+	wayIn := map[key][]time.Duration{}
+	per := map[key][]time.Duration{}
+	first := map[key][]time.Duration{}
+	splits := map[string]*streamSplit{}
+	for _, k := range streamKinds {
+		splits[k.name] = newStreamSplit()
+	}
+	kinds := slices.Clone(streamKinds)
 	usage, err := startStreamUsage(vs)
 	if err != nil {
 		return err
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
 	for r := -5; r < cfg.streamRounds; r++ {
-		rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
-		for _, v := range all {
-			id := fmt.Sprintf("%s-%d", v.name, r)
-			if cfg.streamWarm {
-				// A proxy idle since its last stream (two other streams
-				// ago, on average) serves the next one with cold caches on
-				// a core other processes used meanwhile; this call shows
-				// how much of its way in that is.
-				if err := v.call(context.Background()); err != nil {
+		rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
+		for _, k := range kinds {
+			rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+			for _, v := range all {
+				id := fmt.Sprintf("%s-%s-%d", v.name, k.name, r)
+				if cfg.streamWarm {
+					// A proxy idle since its last stream (two other streams
+					// ago, on average) serves the next one with cold caches on
+					// a core other processes used meanwhile; this call shows
+					// how much of its way in that is.
+					if err := v.call(context.Background()); err != nil {
+						return err
+					}
+				}
+				var clock streamClock
+				start, arrived, err := v.stream(id, k.join, &clock)
+				if err != nil {
 					return err
 				}
-			}
-			var clock streamClock
-			start, arrived, err := v.stream(id, &clock)
-			if err != nil {
-				return err
-			}
-			entered, sent, remote := sends.take(id)
-			if len(arrived) != cfg.events || len(sent) != cfg.events {
-				return fmt.Errorf("%s: %d content events sent, %d arrived; want %d", v.name, len(sent), len(arrived), cfg.events)
-			}
-			if r >= 0 {
+				entered, sent, remote := sends.take(id)
+				if len(arrived) != cfg.events || len(sent) != cfg.events {
+					return fmt.Errorf("%s: %d content events sent, %d arrived; want %d", v.name, len(sent), len(arrived), cfg.events)
+				}
+				if r < 0 {
+					continue
+				}
 				transit := make([]time.Duration, len(sent))
 				for i := range sent {
 					transit[i] = arrived[i].Sub(sent[i])
@@ -549,24 +622,30 @@ func streamPhase(cfg compareConfig, direct *variant, vs []*variant, res map[stri
 				// when the proxy sends the client something during them,
 				// as a proxy that does not hold the opening events does.
 				in := entered.Sub(start)
-				wayIn[v.name] = append(wayIn[v.name], in)
-				ttft[v.name] = append(ttft[v.name], in+transit[0])
-				clientTTFT[v.name] = append(clientTTFT[v.name], arrived[0].Sub(start))
-				per[v.name] = append(per[v.name], pct(transit, 50))
-				first[v.name] = append(first[v.name], transit[0])
-				split.add(v.name, start, entered, &clock, sent, arrived, remote)
+				kv := key{k.name, v.name}
+				wayIn[kv] = append(wayIn[kv], in)
+				ttft[kv] = append(ttft[kv], in+transit[0])
+				clientTTFT[kv] = append(clientTTFT[kv], arrived[0].Sub(start))
+				per[kv] = append(per[kv], pct(transit, 50))
+				first[kv] = append(first[kv], transit[0])
+				splits[k.name].add(v.name, start, entered, &clock, sent, arrived, remote)
 			}
 		}
 	}
-	for _, v := range vs {
-		res[v.name].ttft = pct(ttft[v.name], 50) - pct(ttft["direct"], 50)
-		res[v.name].clientTTFT = pct(clientTTFT[v.name], 50) - pct(clientTTFT["direct"], 50)
-		res[v.name].wayIn = pct(wayIn[v.name], 50) - pct(wayIn["direct"], 50)
-		res[v.name].perEvent = pct(per[v.name], 50) - pct(per["direct"], 50)
-		res[v.name].firstTransit = pct(first[v.name], 50) - pct(first["direct"], 50)
+	for _, k := range streamKinds {
+		d := key{k.name, "direct"}
+		for _, v := range vs {
+			kv := key{k.name, v.name}
+			f := k.figs(res[v.name])
+			f.ttft = pct(ttft[kv], 50) - pct(ttft[d], 50)
+			f.clientTTFT = pct(clientTTFT[kv], 50) - pct(clientTTFT[d], 50)
+			f.wayIn = pct(wayIn[kv], 50) - pct(wayIn[d], 50)
+			f.perEvent = pct(per[kv], 50) - pct(per[d], 50)
+			f.firstTransit = pct(first[kv], 50) - pct(first[d], 50)
+		}
+		splits[k.name].print(stderr, k.name)
 	}
-	split.print(stderr)
-	return usage.print(stderr, (cfg.streamRounds+5)*cfg.events)
+	return usage.print(stderr, (cfg.streamRounds+5)*cfg.events*len(streamKinds))
 }
 
 // holdStreams opens n streams through v, waits until each has its first
@@ -737,11 +816,38 @@ func reportMarkdown(cfg compareConfig, res map[string]*figures, load string, too
 		}
 		return op + " " + strconv.FormatFloat(limit, 'f', 2, 64) + ": **not met**"
 	}
-	row := func(name, dv, bv, r, target string) {
-		fmt.Fprintf(&w, "| %s | %s | %s | %s | %s |\n", name, dv, bv, r, target)
+	bf := res["before"]
+	// row writes one figure of each proxy (x of its figures, formatted by
+	// f), their ratio and its target; with -b, the before binary's figure
+	// and its ratio to the bare proxy's follow.
+	row := func(name string, x func(*figures) float64, f func(float64) string, target func(x, y float64) string) {
+		t := ""
+		if target != nil {
+			t = target(x(d), x(b))
+		}
+		fmt.Fprintf(&w, "| %s | %s | %s | %s | %s |", name, f(x(d)), f(x(b)), ratio(x(d), x(b)), t)
+		if bf != nil {
+			if v := x(bf); v != 0 {
+				fmt.Fprintf(&w, " %s | %s |", f(v), ratio(v, x(b)))
+			} else {
+				w.WriteString(" – | – |")
+			}
+		}
+		w.WriteString("\n")
 	}
+	atMost := func(limit float64) func(x, y float64) string {
+		return func(x, y float64) string { return check(x, y, limit, false) }
+	}
+	atLeast := func(limit float64) func(x, y float64) string {
+		return func(x, y float64) string { return check(x, y, limit, true) }
+	}
+	dur := func(t func(*figures) time.Duration) func(*figures) float64 {
+		return func(f *figures) float64 { return float64(t(f)) }
+	}
+	usf := func(x float64) string { return us(time.Duration(x)) }
 	f1 := func(x float64) string { return strconv.FormatFloat(x, 'f', 1, 64) }
 	f0 := func(x float64) string { return strconv.FormatFloat(x, 'f', 0, 64) }
+	mib := func(x float64) string { return f1(x) + " MiB" }
 	fmt.Fprintln(&w, measuredBegin)
 	fmt.Fprintln(&w, "<!-- generated by `go run ./internal/loadharness compare -readme README.md`; do not edit by hand -->")
 	fmt.Fprintln(&w)
@@ -750,36 +856,60 @@ func reportMarkdown(cfg compareConfig, res map[string]*figures, load string, too
 		"generator run in the harness, pinned to core %s. Added figures are over a direct call to the vendor in the same run. "+
 		"Machine: %d cores, load average at start %s (other work running); run took %s.\n\n",
 		cfg.cpu, cfg.genCPU, runtime.NumCPU(), load, took.Round(time.Second))
-	fmt.Fprintln(&w, "| | detour | bare proxy | detour/bare | target |")
-	fmt.Fprintln(&w, "|---|---|---|---|---|")
-	row("added latency p50, c=1", us(d.p50), us(b.p50), ratio(float64(d.p50), float64(b.p50)), "")
-	row("added latency p99, c=1", us(d.p99), us(b.p99), ratio(float64(d.p99), float64(b.p99)), "")
-	row("requests/s, c=16", f0(d.rps16), f0(b.rps16), ratio(d.rps16, b.rps16), check(d.rps16, b.rps16, 1.0, true))
-	row("requests/s, c=64", f0(d.rps64), f0(b.rps64), ratio(d.rps64, b.rps64), check(d.rps64, b.rps64, 1.0, true))
-	row("CPU per request", us(d.cpuPerReq), us(b.cpuPerReq), ratio(float64(d.cpuPerReq), float64(b.cpuPerReq)), "")
-	row("allocations per request, JSON", f0(d.allocsJSON), f0(b.allocsJSON), ratio(d.allocsJSON, b.allocsJSON), check(d.allocsJSON, b.allocsJSON, 1.1, false))
-	row(fmt.Sprintf("allocations per request, %d-event stream", cfg.events), f0(d.allocsStream), f0(b.allocsStream), ratio(d.allocsStream, b.allocsStream), check(d.allocsStream, b.allocsStream, 1.1, false))
-	row(fmt.Sprintf("added time to first token, %d-event stream (p50)", cfg.events), us(d.ttft), us(b.ttft), ratio(float64(d.ttft), float64(b.ttft)), check(float64(d.ttft), float64(b.ttft), 1.1, false))
-	row("added way in of a streamed request (p50)", us(d.wayIn), us(b.wayIn), ratio(float64(d.wayIn), float64(b.wayIn)), "")
-	row("added transit of the first content event (p50)", us(d.firstTransit), us(b.firstTransit), ratio(float64(d.firstTransit), float64(b.firstTransit)), "")
-	row("added time to first token as the client saw it, vendor's time included (p50)", us(d.clientTTFT), us(b.clientTTFT), ratio(float64(d.clientTTFT), float64(b.clientTTFT)), "")
-	row("added per-event transit (p50)", us(d.perEvent), us(b.perEvent), ratio(float64(d.perEvent), float64(b.perEvent)), "")
-	row(fmt.Sprintf("RSS with %d open streams", cfg.streams), f1(d.rssMiB)+" MiB", f1(b.rssMiB)+" MiB", ratio(d.rssMiB, b.rssMiB), check(d.rssMiB, b.rssMiB, 1.15, false))
-	row("time to ready", us(d.ready), us(b.ready), ratio(float64(d.ready), float64(b.ready)), "")
+	if bf != nil {
+		fmt.Fprintln(&w, "| | detour | bare proxy | detour/bare | target | before (-b) | before/bare |")
+		fmt.Fprintln(&w, "|---|---|---|---|---|---|---|")
+	} else {
+		fmt.Fprintln(&w, "| | detour | bare proxy | detour/bare | target |")
+		fmt.Fprintln(&w, "|---|---|---|---|---|")
+	}
+	row("added latency p50, c=1", dur(func(f *figures) time.Duration { return f.p50 }), usf, nil)
+	row("added latency p99, c=1", dur(func(f *figures) time.Duration { return f.p99 }), usf, nil)
+	row("requests/s, c=16", func(f *figures) float64 { return f.rps16 }, f0, atLeast(1.0))
+	row("requests/s, c=64", func(f *figures) float64 { return f.rps64 }, f0, atLeast(1.0))
+	row("CPU per request", dur(func(f *figures) time.Duration { return f.cpuPerReq }), usf, nil)
+	row("allocations per request, JSON", func(f *figures) float64 { return f.allocsJSON }, f0, atMost(1.1))
+	row(fmt.Sprintf("allocations per request, %d-event stream", cfg.events), func(f *figures) float64 { return f.allocsStream }, f0, atMost(1.1))
+	j := func(t func(*streamFigures) time.Duration) func(*figures) float64 {
+		return dur(func(f *figures) time.Duration { return t(&f.joined) })
+	}
+	p := func(t func(*streamFigures) time.Duration) func(*figures) float64 {
+		return dur(func(f *figures) time.Duration { return t(&f.paused) })
+	}
+	ttft := func(s *streamFigures) time.Duration { return s.ttft }
+	wayIn := func(s *streamFigures) time.Duration { return s.wayIn }
+	firstTransit := func(s *streamFigures) time.Duration { return s.firstTransit }
+	clientTTFT := func(s *streamFigures) time.Duration { return s.clientTTFT }
+	perEvent := func(s *streamFigures) time.Duration { return s.perEvent }
+	row(fmt.Sprintf("added time to first token, %d-event stream, opening and first content written together (p50)", cfg.events), j(ttft), usf, atMost(1.1))
+	row("… its way in of the request (p50)", j(wayIn), usf, nil)
+	row("… its transit of the first content event (p50)", j(firstTransit), usf, nil)
+	row("… its per-event transit (p50)", j(perEvent), usf, nil)
+	row("informational, the vendor pausing after its opening event: added time to first token (p50)", p(ttft), usf, nil)
+	row("… its way in of the request (p50)", p(wayIn), usf, nil)
+	row("… its transit of the first content event (p50)", p(firstTransit), usf, nil)
+	row("… its time to first token as the client saw it, vendor's time included (p50)", p(clientTTFT), usf, nil)
+	row("… its per-event transit (p50)", p(perEvent), usf, nil)
+	row(fmt.Sprintf("RSS with %d open streams (median of %d starts)", cfg.streams, cfg.rssReps), func(f *figures) float64 { return f.rssMiB }, mib, atMost(1.15))
+	row("time to ready", dur(func(f *figures) time.Duration { return f.ready }), usf, nil)
 	fmt.Fprintln(&w)
 	fmt.Fprintf(&w, "Latency: %d rounds, one call per variant each in a new random order. Requests/s: closed loop, "+
 		"two %s runs per level and proxy, alternating, median; the proxies used %.0f%% (detour) and %.0f%% (bare) of their core "+
 		"over those runs, which CPU per request is measured over (/proc utime+stime). Allocations: "+
 		"`go test -bench=AllocsPerRequest ./proxy/` (%d requests; the counts do not vary between runs), the same two proxies in one process, "+
-		"minus a direct call's allocations (client and vendor). Streams: %d per variant, the vendor pausing %s between events; an event's transit is "+
+		"minus a direct call's allocations (client and vendor). Streams: %d per variant and kind of stream, the vendor pausing %s between events; an event's transit is "+
 		"its arrival at the client minus its write by the vendor (one clock), the median over a stream's %d events, then over streams; "+
-		"the added time to first token is the sum, per stream, of the request's way in (the client's send to the vendor's handler) and the first content event's transit, "+
-		"the vendor's own time between them left out: in this harness the vendor shares the client's process, whose idle Go timers fire late "+
+		"the added time to first token is the sum, per stream, of the request's way in (the client's send to the vendor's handler) and the first content event's transit. "+
+		"detour holds the answer's headers and opening event until the first content event arrives (its commit point: a failure before any content "+
+		"can still fall over unseen), and the app then gets them together, no later than it would have seen that content itself. "+
+		"The target row's vendor writes its opening event and first content event together, with one flush, so that both proxies deliver the headers "+
+		"and the first content together and nothing is held: its figure is what detour adds beyond that designed hold. "+
+		"The informational rows' vendor pauses after its opening event as between all its events, as a vendor that answers before its first token is ready; "+
+		"there the vendor's own time between the two is left out of the added time to first token: in this harness the vendor shares the client's process, whose idle Go timers fire late "+
 		"(epoll_wait's 1 ms grain), so its pauses end sooner while a proxy forwards something during them, as the bare proxy forwards the opening event "+
-		"that detour holds until the first content arrives (the app then sees them together, no later than it would have seen that content itself); "+
-		"the row \"as the client saw it\" keeps that time in. RSS: fresh processes, each stream held after its first "+
-		"content event. Time to ready: process start to its listening line, the faster of two starts.\n",
-		cfg.rounds, cfg.rpsFor, 100*d.busy, 100*b.busy, cfg.benchN, cfg.streamRounds, cfg.eventGap, cfg.events)
+		"that detour holds; the row \"as the client saw it\" keeps that time in. RSS: fresh processes, each stream held after its first "+
+		"content event, the median of %d starts of each proxy, taking turns. Time to ready: process start to its listening line, the fastest of its starts.\n",
+		cfg.rounds, cfg.rpsFor, 100*d.busy, 100*b.busy, cfg.benchN, cfg.streamRounds, cfg.eventGap, cfg.events, cfg.rssReps)
 	fmt.Fprintln(&w)
 	fmt.Fprintln(&w, "```sh")
 	fmt.Fprintln(&w, "go run ./internal/loadharness compare            # prints this section")

@@ -26,10 +26,13 @@
 // from the other core: added latency at c=1, requests per second at c=16
 // and c=64, CPU per request, allocations per request (proxy's
 // BenchmarkAllocsPerRequest), time to first token and per-event transit of
-// a 200-event stream, RSS with 1,000 open streams and time to ready, each
-// as detour, bare and their ratio. It prints the README's generated
-// "Measured" block; -readme rewrites it in place. A run takes about two
-// minutes. The stream phase also prints, to stderr, where each variant's
+// a 200-event stream (from a vendor that writes its opening event and
+// first content together, and from one that pauses between them), RSS
+// with 1,000 open streams (the median of five starts) and time to ready,
+// each as detour, bare and their ratio. It prints the README's generated
+// "Measured" block; -readme rewrites it in place. -b BIN measures a second
+// detour binary in the same runs, beside the first (a before/after
+// comparison, not for the README). A run takes about three minutes. The stream phase also prints, to stderr, where each variant's
 // time to first token goes as the client and the vendor see it
 // (streamsplit.go), and -stream-warm (a diagnostic, never for the README)
 // calls each proxy once, unstreamed, right before each of its streams.
@@ -75,7 +78,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprintln(stdout, "usage: go run ./internal/loadharness streams [-n N] [--settle 5s] [--cpu 1] [--detour BIN]")
 		fmt.Fprintln(stdout, "       go run ./internal/loadharness bodies [-n N] [-size BYTES] [-chunked] [-retry] [-policy-extra JSON] [--cpu 1] [--detour BIN]")
-		fmt.Fprintln(stdout, "       go run ./internal/loadharness compare [-readme README.md] [-phases latency,rps,stream,rss] [-bench-n 300] [-cpu 1] [-gen-cpu 0] [-stream-warm] [-detour BIN]")
+		fmt.Fprintln(stdout, "       go run ./internal/loadharness compare [-readme README.md] [-phases latency,rps,stream,rss] [-bench-n 300] [-rss-reps 5] [-cpu 1] [-gen-cpu 0] [-stream-warm] [-detour BIN] [-b BIN]")
 		fmt.Fprintln(stdout, "       go run ./internal/loadharness profile [-c 16] [-for 2s] [-reps 8] [-out DIR] [-strace] [-b SERVECHILD] [-b-env ENV] [-detour-env ENV]")
 		return nil
 	}
@@ -334,8 +337,11 @@ func (c *detourChild) stop() {
 // sample is the child's resource use at one moment.
 type sample struct {
 	rssMiB, hwmMiB float64
-	goroutines     int
-	fds            int
+	// anonMiB and fileMiB split the RSS: the heap, stacks and runtime
+	// (anonymous memory) and the pages of the binary that were touched.
+	anonMiB, fileMiB float64
+	goroutines       int
+	fds              int
 }
 
 func (c *detourChild) pid() int {
@@ -361,6 +367,10 @@ func (c *detourChild) sample() (sample, error) {
 			s.rssMiB = kb / 1024
 		case "VmHWM":
 			s.hwmMiB = kb / 1024
+		case "RssAnon":
+			s.anonMiB = kb / 1024
+		case "RssFile":
+			s.fileMiB = kb / 1024
 		}
 	}
 	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", c.pid()))

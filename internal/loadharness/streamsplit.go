@@ -91,23 +91,25 @@ func (s *streamSplit) add(name string, start, entered time.Time, c *streamClock,
 	s.conns[name][remote] = true
 }
 
-// print writes the breakdown, one line per variant, medians.
-func (s *streamSplit) print(w io.Writer) {
+// print writes the breakdown of the streams of kind, one line per
+// variant, medians.
+func (s *streamSplit) print(w io.Writer, kind string) {
 	names := make([]string, 0, len(s.streams))
 	for n := range s.streams {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	us := func(d time.Duration) string { return fmt.Sprintf("%.0f µs", float64(d.Nanoseconds())/1e3) }
-	fmt.Fprintln(w, "compare: stream split, p50 (client send → request written → vendor's handler; vendor's first content → client's first byte of the answer → first content read):")
+	fmt.Fprintln(w, "compare: stream split, "+kind+" opening, p50 (client send → request written → vendor's handler; vendor's first content → client's first byte of the answer → first content read):")
 	for _, n := range names {
 		var b strings.Builder
 		fmt.Fprintf(&b, "compare:   %-6s send %s, to vendor %s", n, us(pct(s.send[n], 50)), us(pct(s.toVendor[n], 50)))
 		if pct(s.toHeaders[n], 50) > 0 {
-			// Only a proxy that holds the answer's headers until the first
-			// content (detour) has its first byte after that content's
-			// write; for the others the headers came with the opening
-			// event.
+			// The first byte comes after the first content's write only
+			// when the headers came with that content: from a proxy that
+			// holds them until then (detour), or from a vendor that writes
+			// its opening event with its first content (joined); otherwise
+			// they came with the opening event.
 			fmt.Fprintf(&b, ", first content to headers %s, headers to content read %s", us(pct(s.toHeaders[n], 50)), us(pct(s.parse[n], 50)))
 		}
 		fmt.Fprintf(&b, "; vendor's 2nd event written before the 1st was read: %d of %d; vendor connections: %d", s.late[n], s.streams[n], len(s.conns[n]))

@@ -24,6 +24,10 @@ func newBuffer(n int) []byte {
 	return make([]byte, n)
 }
 
+// pooled reports whether a buffer of n bytes has a pool: one of another
+// size is made anew each time, so it is kept while the Reader waits.
+func pooled(n int) bool { return n == initialBufferSize || n == burstBufferSize }
+
 // putBuffer gives b back to its pool, when it is of a pooled size.
 func putBuffer(b []byte) {
 	switch len(b) {

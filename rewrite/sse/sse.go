@@ -125,6 +125,14 @@ type Reader struct {
 	// mark is 1 + where the events since Mark start in buf; 0 when no
 	// run is marked (so that a zero Reader has none).
 	mark int
+
+	// idleRelease: the buffer goes back to its pool while the Reader
+	// waits for input with nothing to keep (SetIdleRelease); probe is
+	// what that wait reads into, and size the buffer's size to take
+	// again.
+	idleRelease bool
+	probe       [1]byte
+	size        int
 }
 
 // NewReader returns a Reader that reads events from rd, with the default
@@ -143,6 +151,7 @@ func (r *Reader) Reset(rd io.Reader) {
 	r.started = false
 	r.filled = false
 	r.mark = 0
+	r.size = 0
 	r.data = r.data[:0]
 }
 
@@ -177,6 +186,16 @@ func (r *Reader) SetMaxEventSize(n int) {
 	}
 	r.max = n
 }
+
+// SetIdleRelease makes the Reader give its buffer back to the pool while
+// it waits for input with nothing buffered: it reads the first byte of
+// the next input into the Reader itself, and takes a buffer again for the
+// rest. A stream that stays open for minutes, as a model's answer does,
+// spends nearly all of that time waiting, and so keeps no buffer of its
+// own for it; the price is a second read each time input arrives after
+// such a wait. Events and runs (Mark) are kept exactly as without it: the
+// buffer is given back only when none of its bytes is still needed.
+func (r *Reader) SetIdleRelease(on bool) { r.idleRelease = on }
 
 // Buffered returns the number of bytes read from the underlying reader but
 // not yet returned in an event's Raw. After Next returns an error other than
@@ -379,14 +398,22 @@ func lineEnd(b []byte, off, from int, atEOF bool) (end, next int, ok bool) {
 // its front or growing it when it is full. The caller has checked that the
 // pending event is within the size limit.
 func (r *Reader) fill() {
-	if r.buf == nil {
-		r.buf = newBuffer(min(initialBufferSize, r.max+1))
-	}
 	// keep is the first byte to keep: the unconsumed bytes, and before
 	// them a marked run's.
 	keep := r.r
 	if r.mark > 0 {
 		keep = r.mark - 1
+	}
+	if r.idleRelease && keep == r.w && pooled(len(r.buf)) {
+		r.waitReleased(keep)
+		return
+	}
+	if r.buf == nil {
+		n := r.size
+		if n == 0 {
+			n = min(initialBufferSize, r.max+1)
+		}
+		r.buf = newBuffer(n)
 	}
 	// Slide the kept bytes to the front also when the space behind
 	// them is smaller than what was consumed before them: a read into a
@@ -417,23 +444,74 @@ func (r *Reader) fill() {
 		}
 	}
 	for range maxConsecutiveEmptyReads {
-		room := len(r.buf) - r.w
-		n, err := r.rd.Read(r.buf[r.w:])
-		if n < 0 || n > room {
-			r.err = errors.New("sse: reader returned invalid count")
-			return
-		}
-		r.w += n
-		r.filled = n == room
-		if err != nil {
-			r.err = err
-			return
-		}
-		if n > 0 {
+		if r.readMore() {
 			return
 		}
 	}
 	r.err = io.ErrNoProgress
+}
+
+// readMore makes one read into the buffer's free room. It reports whether
+// that read ended the fill: it brought bytes, or an error, which is kept.
+func (r *Reader) readMore() bool {
+	room := len(r.buf) - r.w
+	n, err := r.rd.Read(r.buf[r.w:])
+	if n < 0 || n > room {
+		r.err = errors.New("sse: reader returned invalid count")
+		return true
+	}
+	r.w += n
+	r.filled = n == room
+	if err != nil {
+		r.err = err
+		return true
+	}
+	return n > 0
+}
+
+// waitReleased is fill with nothing to keep (keep, the first byte to keep,
+// is where the buffered bytes end; SetIdleRelease): it gives the buffer
+// back, reads one byte, takes a buffer of the same size again and fills it
+// as fill would. A marked run, empty, starts again at the new buffer's
+// front.
+func (r *Reader) waitReleased(keep int) {
+	r.size = len(r.buf)
+	putBuffer(r.buf)
+	r.buf = nil
+	r.moved(keep)
+	r.w = 0
+	var n int
+	var err error
+	for range maxConsecutiveEmptyReads {
+		if n, err = r.rd.Read(r.probe[:]); n != 0 || err != nil {
+			break
+		}
+	}
+	if n < 0 || n > 1 {
+		r.err = errors.New("sse: reader returned invalid count")
+		return
+	}
+	if n == 0 && err == nil {
+		r.err = io.ErrNoProgress
+		return
+	}
+	r.buf = newBuffer(r.size)
+	if n == 0 {
+		r.err = err
+		return
+	}
+	r.buf[0] = r.probe[0]
+	r.w = 1
+	r.filled = false
+	if err != nil {
+		r.err = err
+		return
+	}
+	// The rest of what arrived is normally buffered below already, so
+	// this read does not wait; it may, and then waits holding the buffer,
+	// as without SetIdleRelease. Should it bring nothing, the next fill
+	// reads again.
+	r.readMore()
 }
 
 // moved adjusts the offsets into buf after the kept bytes, from keep on,
