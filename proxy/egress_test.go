@@ -31,7 +31,7 @@ func egressHarness(t *testing.T, extra string) (*detourtest.Harness, *detourtest
 	t.Helper()
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
-	return detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, extra)), primary
+	return detourtest.Start(t, detourtest.TwoUpstreams(t, rewrite.OpenAI, primary, backup, extra)), primary
 }
 
 // countingServer is a loopback test server that counts the connections it
@@ -435,7 +435,7 @@ func TestForwardIsJudgedAgainAfterAReload(t *testing.T) {
 	plain := newCountingServer(t, false, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
-	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, loopbackAllowed))
+	h := detourtest.Start(t, detourtest.TwoUpstreams(t, rewrite.OpenAI, primary, backup, loopbackAllowed))
 	tr := &http.Transport{Proxy: http.ProxyURL(h.ProxyURL)}
 	defer tr.CloseIdleConnections()
 	c := &http.Client{Transport: tr}
@@ -451,7 +451,7 @@ func TestForwardIsJudgedAgainAfterAReload(t *testing.T) {
 	if s := get(); s != 200 {
 		t.Fatalf("with loopback allowed: %d", s)
 	}
-	h.WritePolicy(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
+	h.WritePolicy(t, detourtest.TwoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
 	h.WaitLogLine(t, "policy reloaded", func(map[string]any) bool { return true })
 	if s := get(); s != http.StatusForbidden {
 		t.Errorf("after the reload refusing loopback: %d; want 403", s)

@@ -129,7 +129,7 @@ func curlHasHTTP2() (bool, string) {
 func goPost(t *testing.T, tr *http.Transport, url, body string, line func(string)) (int, string, string) {
 	t.Helper()
 	defer tr.CloseIdleConnections()
-	resp, err := tr.RoundTrip(chatRequestTo(ctxT(t), url, body))
+	resp, err := tr.RoundTrip(detourtest.ChatRequestTo(detourtest.TestContext(t), url, body))
 	if err != nil {
 		t.Fatalf("POST through detour: %v", err)
 	}
@@ -157,10 +157,10 @@ func curlPost(t *testing.T, argv []string, log func() string, body string, line 
 	t.Helper()
 	i := slices.Index(argv, "curl")
 	args := append(slices.Clone(argv[:i+1]), "-q", "-sS", "-N", "--max-time", "20",
-		"-H", "Authorization: Bearer "+appOpenAIKey, "-H", "Content-Type: application/json", "--data", body,
+		"-H", "Authorization: Bearer "+detourtest.AppOpenAIKey, "-H", "Content-Type: application/json", "--data", body,
 		"-w", "\n%{http_code} %{http_version}")
 	args = append(args, argv[i+1:]...)
-	cmd := exec.CommandContext(ctxT(t), args[0], args[1:]...)
+	cmd := exec.CommandContext(detourtest.TestContext(t), args[0], args[1:]...)
 	// No proxy or curlrc of the environment's: the flags say it all.
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 	var stderr strings.Builder
@@ -193,17 +193,6 @@ func curlPost(t *testing.T, argv []string, log func() string, body string, line 
 	}
 	proto := map[string]string{"1.1": "HTTP/1.1", "2": "HTTP/2.0"}[version]
 	return status, proto, strings.Join(lines[:len(lines)-1], "\n")
-}
-
-func chatRequest(ctx context.Context, body string) *http.Request {
-	return chatRequestTo(ctx, "https://api.openai.com/v1/chat/completions", body)
-}
-
-func chatRequestTo(ctx context.Context, url, body string) *http.Request {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+appOpenAIKey)
-	req.Header.Set("Content-Type", "application/json")
-	return req
 }
 
 // noConnectionHeaders checks an answer for the headers HTTP/2 forbids
@@ -280,7 +269,7 @@ func TestInterceptedAnswersAreAlikeOverH2AndHTTP1(t *testing.T) {
 			c.skipUnavailable(t)
 			primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 			backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
-			h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
+			h := detourtest.Start(t, detourtest.TwoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
 			way := viaProxy(h)
 
 			status, proto, body := c.post(t, way, smallChat, nil)
@@ -307,7 +296,7 @@ func TestInterceptedAnswersAreAlikeOverH2AndHTTP1(t *testing.T) {
 				t.Errorf("failover: answer %q; want the backup's", got)
 			}
 			rec := h.WaitRecords(t, 3)[2]
-			if got := outcomes(rec); got != "primary:fallback:quota_exhausted,backup:ok" {
+			if got := detourtest.Outcomes(rec); got != "primary:fallback:quota_exhausted,backup:ok" {
 				t.Errorf("failover attempts %s; want primary:fallback:quota_exhausted,backup:ok", got)
 			}
 		})
@@ -355,7 +344,7 @@ func TestInterceptedStreamsAreIncrementalOverH2AndHTTP1(t *testing.T) {
 			up := detourtest.NewTLSServer(gatedStream(got))
 			t.Cleanup(up.Close)
 			caFile := filepath.Join(t.TempDir(), "up.pem")
-			if err := os.WriteFile(caFile, pemCert(up.Certificate()), 0o644); err != nil {
+			if err := os.WriteFile(caFile, detourtest.PEMCert(up.Certificate()), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			h := detourtest.Start(t, fmt.Sprintf(`{
@@ -388,7 +377,7 @@ func TestH2ClientGoingAwayCancelsUpstreamAndCountsNoFailure(t *testing.T) {
 	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
-	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
+	h := detourtest.Start(t, detourtest.TwoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
 	primary.Script(fv.Fault{Kind: fv.Hang, Delay: time.Minute})
 	tr := h2Only(h.Transport())
 	defer tr.CloseIdleConnections()
@@ -403,15 +392,15 @@ func TestH2ClientGoingAwayCancelsUpstreamAndCountsNoFailure(t *testing.T) {
 		testsupport.Poll(10*time.Second, func() bool { return primary.Calls() != 0 })
 		cancel()
 	}()
-	if resp, err := tr.RoundTrip(chatRequest(ctx, smallChat)); !errors.Is(err, context.Canceled) {
+	if resp, err := tr.RoundTrip(detourtest.ChatRequest(ctx, smallChat)); !errors.Is(err, context.Canceled) {
 		if err == nil {
 			resp.Body.Close()
 		}
 		t.Fatalf("err = %v; want context.Canceled", err)
 	}
 	rec := h.WaitRecords(t, 1)[0]
-	if rec.Status != 499 || outcomes(rec) != "primary:client_gone" {
-		t.Errorf("record status %d attempts %s; want 499 primary:client_gone", rec.Status, outcomes(rec))
+	if rec.Status != 499 || detourtest.Outcomes(rec) != "primary:client_gone" {
+		t.Errorf("record status %d attempts %s; want 499 primary:client_gone", rec.Status, detourtest.Outcomes(rec))
 	}
 	if !testsupport.Poll(5*time.Second, func() bool { return primary.InFlight() == 0 }) {
 		t.Error("the upstream call was not cancelled when the app reset its stream")
@@ -421,7 +410,7 @@ func TestH2ClientGoingAwayCancelsUpstreamAndCountsNoFailure(t *testing.T) {
 	}
 	// No cooldown: the next request, on the same connection, goes to the
 	// primary again.
-	resp, err := tr.RoundTrip(chatRequest(ctxT(t), smallChat))
+	resp, err := tr.RoundTrip(detourtest.ChatRequest(detourtest.TestContext(t), smallChat))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -443,12 +432,12 @@ func TestH2RequestBodyOverTheLimitGets413(t *testing.T) {
 	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
-	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, `, "limits": {"buffered_bytes": 1048576}`))
+	h := detourtest.Start(t, detourtest.TwoUpstreams(t, rewrite.OpenAI, primary, backup, `, "limits": {"buffered_bytes": 1048576}`))
 	tr := h2Only(h.Transport())
 	defer tr.CloseIdleConnections()
 	big := `{"model":"gpt-4o","messages":[{"role":"user","content":"` + strings.Repeat("x", 1<<20) + `"}]}`
 	for _, declared := range []bool{true, false} {
-		req := chatRequest(ctxT(t), big)
+		req := detourtest.ChatRequest(detourtest.TestContext(t), big)
 		if !declared {
 			// Unknown length: HTTP/2 sends no content-length, and the
 			// limit is found while reading.
@@ -471,7 +460,7 @@ func TestH2RequestBodyOverTheLimitGets413(t *testing.T) {
 	}
 	// The app's next request is answered (on a new connection after the
 	// GOAWAY).
-	resp, err := tr.RoundTrip(chatRequest(ctxT(t), smallChat))
+	resp, err := tr.RoundTrip(detourtest.ChatRequest(detourtest.TestContext(t), smallChat))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -557,11 +546,11 @@ func TestH2RefusesConnectionSpecificAndForeignHostRequests(t *testing.T) {
 	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
-	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
+	h := detourtest.Start(t, detourtest.TwoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
 	request := func(authority string, extra ...[2]string) [][2]string {
 		return append([][2]string{
 			{":method", "POST"}, {":scheme", "https"}, {":authority", authority}, {":path", "/v1/chat/completions"},
-			{"authorization", "Bearer " + appOpenAIKey}, {"content-type", "application/json"},
+			{"authorization", "Bearer " + detourtest.AppOpenAIKey}, {"content-type", "application/json"},
 		}, extra...)
 	}
 	for _, tc := range []struct {
@@ -639,7 +628,7 @@ func TestStopEndsAnH2StreamAtTheDrainTimeout(t *testing.T) {
 
 	tr := h2Only(&http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: ln.Addr().String()}), TLSClientConfig: &tls.Config{RootCAs: pool}})
 	defer tr.CloseIdleConnections()
-	resp, err := tr.RoundTrip(chatRequest(ctxT(t), streamChat))
+	resp, err := tr.RoundTrip(detourtest.ChatRequest(detourtest.TestContext(t), streamChat))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,12 +81,12 @@ func TestAzureOpenAIUpstreamIsProbed(t *testing.T) {
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	az := fv.NewAzure("azure-SECRET-key", "", []string{"prod-4o"}, fv.Options{Name: "backup"})
 	az.Script(fv.Fault{Kind: fv.Status, Status: 503, Class: fv.ClassOverloaded})
-	url, ca := cloudServer(t, az)
+	url, ca := detourtest.CloudServer(t, az)
 	keyFile := filepath.Join(t.TempDir(), "azure.key")
 	if err := os.WriteFile(keyFile, []byte("azure-SECRET-key\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	h := detourtest.Start(t, cloudPolicy(rewrite.OpenAI, primary, fmt.Sprintf(
+	h := detourtest.Start(t, detourtest.CloudPolicy(rewrite.OpenAI, primary, fmt.Sprintf(
 		`{"shape": "azure-openai", "base_url": %q, "ca_file": %q, "auth": {"file": %q}, %s,
 		  "models": {"*": "gpt-4o"}, "azure": {"api_version": "2024-10-21", "deployments": {"gpt-4o": "prod-4o"}}}`,
 		url, ca, keyFile, cloudProbe)))
@@ -111,14 +111,14 @@ func TestAzureOpenAIUpstreamIsProbed(t *testing.T) {
 // ServiceUnavailableException opens its breaker, the next probe lets it
 // recover. Not parallel: the AWS credential chain reads the environment.
 func TestBedrockUpstreamIsProbed(t *testing.T) {
-	awsSharedCredentials(t, "AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYSECRETKEY")
+	detourtest.AWSSharedCredentials(t, "AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYSECRETKEY")
 	primary := detourtest.NewVendor(t, rewrite.Anthropic, "primary")
 	br := fv.NewBedrock("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYSECRETKEY", "us-west-2", fv.Options{Name: "backup"})
 	br.Fail(fv.BedrockUnavailable)
-	url, ca := cloudServer(t, br)
-	h := detourtest.Start(t, cloudPolicy(rewrite.Anthropic, primary, fmt.Sprintf(
+	url, ca := detourtest.CloudServer(t, br)
+	h := detourtest.Start(t, detourtest.CloudPolicy(rewrite.Anthropic, primary, fmt.Sprintf(
 		`{"shape": "bedrock", "base_url": %q, "ca_file": %q, "bedrock": {"region": "us-west-2"}, "models": {"*": %q}, %s}`,
-		url, ca, bedrockModel, cloudProbe)))
+		url, ca, detourtest.BedrockModel, cloudProbe)))
 	failThenPass(t, h)
 	seen := br.Seen()
 	if len(seen) < 2 {
@@ -132,9 +132,9 @@ func TestBedrockUpstreamIsProbed(t *testing.T) {
 		if err := json.Unmarshal(s.Body, &body); err != nil || len(body.Messages) != 1 || body.InferenceConfig.MaxTokens != 1 {
 			t.Errorf("probe body %s (%v); want one message and maxTokens 1", s.Body, err)
 		}
-		if !s.Signed || s.Model != bedrockModel || s.Stream || s.Header.Get("User-Agent") != "detour-probe" {
+		if !s.Signed || s.Model != detourtest.BedrockModel || s.Stream || s.Header.Get("User-Agent") != "detour-probe" {
 			t.Errorf("bedrock saw model %q stream %v signed %v, User-Agent %q; want a signed Converse call to %q by detour-probe",
-				s.Model, s.Stream, s.Signed, s.Header.Get("User-Agent"), bedrockModel)
+				s.Model, s.Stream, s.Signed, s.Header.Get("User-Agent"), detourtest.BedrockModel)
 		}
 	}
 	if strings.Contains(h.Log(), "SECRETKEY") {
@@ -146,7 +146,7 @@ func TestBedrockUpstreamIsProbed(t *testing.T) {
 // service account's access token.
 func TestVertexUpstreamsAreProbed(t *testing.T) {
 	t.Parallel()
-	key := serviceAccountKey(t, 0)
+	key := detourtest.ServiceAccountKey(t, 0)
 	const email = "detour@proj-1.iam.gserviceaccount.com"
 	for _, pub := range []rewrite.Shape{rewrite.Gemini, rewrite.Anthropic} {
 		t.Run(string(pub), func(t *testing.T) {
@@ -155,10 +155,10 @@ func TestVertexUpstreamsAreProbed(t *testing.T) {
 			vx := fv.NewVertex("proj-1", "us-east5", email, &key.PublicKey, fv.Options{Name: "backup"})
 			inner := map[rewrite.Shape]*fv.Vendor{rewrite.Gemini: vx.Gemini, rewrite.Anthropic: vx.Anthropic}[pub]
 			inner.Script(fv.Fault{Kind: fv.Status, Status: 503, Class: fv.ClassOverloaded})
-			url, ca := cloudServer(t, vx)
-			saFile := serviceAccountFile(t, vx, email, key)
+			url, ca := detourtest.CloudServer(t, vx)
+			saFile := detourtest.ServiceAccountFile(t, vx, email, key)
 			model := map[rewrite.Shape]string{rewrite.Gemini: "gemini-2.5-flash", rewrite.Anthropic: "claude-sonnet-4-5@20250929"}[pub]
-			h := detourtest.Start(t, cloudPolicy(pub, primary, fmt.Sprintf(
+			h := detourtest.Start(t, detourtest.CloudPolicy(pub, primary, fmt.Sprintf(
 				`{"shape": %q, "base_url": %q, "ca_file": %q, "models": {"*": %q}, %s,
 				  "vertex": {"project": "proj-1", "region": "us-east5", "credentials_file": %q}}`,
 				pub, url, ca, model, cloudProbe, saFile)))

@@ -53,7 +53,7 @@ func TestClientHelloInTheConnectWriteIsNotLost(t *testing.T) {
 	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
-	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
+	h := detourtest.Start(t, detourtest.TwoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
 	raw, err := net.Dial("tcp", h.ProxyURL.Host)
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +80,7 @@ func TestBaseURLRefusesWebPagesAndForeignHosts(t *testing.T) {
 	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
-	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
+	h := detourtest.Start(t, detourtest.TwoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
 	url := h.ProxyURL.String() + "/openai/v1/chat/completions"
 	for _, tc := range []struct {
 		name   string

@@ -30,7 +30,7 @@ func TestTransparentListenerRefusesADirectConnection(t *testing.T) {
 	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
-	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, `, "transparent": {"listen": "127.0.0.1:0"}`))
+	h := detourtest.Start(t, detourtest.TwoUpstreams(t, rewrite.OpenAI, primary, backup, `, "transparent": {"listen": "127.0.0.1:0"}`))
 	line := h.WaitLogLine(t, "transparent listener is listening", func(map[string]any) bool { return true })
 	addrs, _ := line["listen"].([]any)
 	if len(addrs) == 0 {
@@ -71,7 +71,7 @@ func TestHandedOverTransparentListenerGetsNoRedirectHint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, ""), func(o *proxy.Options) {
+	h := detourtest.Start(t, detourtest.TwoUpstreams(t, rewrite.OpenAI, primary, backup, ""), func(o *proxy.Options) {
 		o.TransparentListeners = []net.Listener{ln}
 	})
 	line := h.WaitLogLine(t, "transparent listener is listening", func(map[string]any) bool { return true })
@@ -155,7 +155,7 @@ func postChat(t *testing.T, c *http.Client, body string) (*http.Response, string
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+appOpenAIKey)
+	req.Header.Set("Authorization", "Bearer "+detourtest.AppOpenAIKey)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := c.Do(req)
 	if err != nil {
@@ -177,7 +177,7 @@ func TestTransparentPlainHTTPIsServedByTheChain(t *testing.T) {
 	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
-	h, addr := redirected(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, `, "transparent": {"listen": "127.0.0.1:0"}`), tripwire(t))
+	h, addr := redirected(t, detourtest.TwoUpstreams(t, rewrite.OpenAI, primary, backup, `, "transparent": {"listen": "127.0.0.1:0"}`), tripwire(t))
 	primary.Script(fv.Fault{Kind: fv.Status, Status: 429, Class: fv.ClassInsufficientQuota})
 
 	resp, body := postChat(t, plainClient(addr), smallChat)
@@ -191,7 +191,7 @@ func TestTransparentPlainHTTPIsServedByTheChain(t *testing.T) {
 		t.Errorf("calls: primary %d, backup %d; want 1 and 1", primary.Calls(), backup.Calls())
 	}
 	rec := h.WaitRecords(t, 1)[0]
-	if got := outcomes(rec); got != "primary:fallback:quota_exhausted,backup:ok" {
+	if got := detourtest.Outcomes(rec); got != "primary:fallback:quota_exhausted,backup:ok" {
 		t.Errorf("attempts %s; want primary:fallback:quota_exhausted,backup:ok", got)
 	}
 	h.WaitLogLine(t, "request", func(l map[string]any) bool {
@@ -225,7 +225,7 @@ func TestTransparentPlainHTTPForAnotherHostIsSpliced(t *testing.T) {
 	}()
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
-	h, addr := redirected(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, `, "transparent": {"listen": "127.0.0.1:0"}`),
+	h, addr := redirected(t, detourtest.TwoUpstreams(t, rewrite.OpenAI, primary, backup, `, "transparent": {"listen": "127.0.0.1:0"}`),
 		origin.Addr().(*net.TCPAddr).AddrPort())
 
 	c, err := net.Dial("tcp", addr)
@@ -263,7 +263,7 @@ func TestTransparentPlainHTTPRefusesAnotherHostOnTheSameConnection(t *testing.T)
 	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
-	_, addr := redirected(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, `, "transparent": {"listen": "127.0.0.1:0"}`), tripwire(t))
+	_, addr := redirected(t, detourtest.TwoUpstreams(t, rewrite.OpenAI, primary, backup, `, "transparent": {"listen": "127.0.0.1:0"}`), tripwire(t))
 
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -275,7 +275,7 @@ func TestTransparentPlainHTTPRefusesAnotherHostOnTheSameConnection(t *testing.T)
 	send := func(host string) (*http.Response, string) {
 		t.Helper()
 		_, err := fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
-			host, appOpenAIKey, len(smallChat), smallChat)
+			host, detourtest.AppOpenAIKey, len(smallChat), smallChat)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -330,7 +330,7 @@ func TestTransparentPlainHTTPStreamsIncrementally(t *testing.T) {
 	up := detourtest.NewTLSServer(gate)
 	t.Cleanup(up.Close)
 	caFile := filepath.Join(t.TempDir(), "up.pem")
-	if err := os.WriteFile(caFile, pemCert(up.Certificate()), 0o644); err != nil {
+	if err := os.WriteFile(caFile, detourtest.PEMCert(up.Certificate()), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	_, addr := redirected(t, fmt.Sprintf(`{
@@ -343,7 +343,7 @@ func TestTransparentPlainHTTPStreamsIncrementally(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+appOpenAIKey)
+	req.Header.Set("Authorization", "Bearer "+detourtest.AppOpenAIKey)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := plainClient(addr).Do(req)
 	if err != nil {
@@ -387,7 +387,7 @@ func TestTransparentPlainHTTPRefusesAmbiguousFraming(t *testing.T) {
 	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
-	_, addr := redirected(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, `, "transparent": {"listen": "127.0.0.1:0"}`), tripwire(t))
+	_, addr := redirected(t, detourtest.TwoUpstreams(t, rewrite.OpenAI, primary, backup, `, "transparent": {"listen": "127.0.0.1:0"}`), tripwire(t))
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)

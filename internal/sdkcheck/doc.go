@@ -12,6 +12,6 @@
 // all) were most of the race suite's link time, once per package that used
 // them. Here they are linked once. The rest of each package's tests (its
 // goldens, round trips and fuzz targets that need no SDK) stay beside its
-// code. proxy's end-to-end tests drive detour with the SDKs too, and link
-// them in their own binary.
+// code. proxy's end-to-end tests that drive detour with the SDKs as the apps
+// are here too (proxy_*_test.go), through internal/detourtest's harness.
 package sdkcheck

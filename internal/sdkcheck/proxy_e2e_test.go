@@ -1,10 +1,9 @@
-package proxy_test
+package sdkcheck
 
 import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -27,50 +26,24 @@ import (
 	"github.com/detour-proxy/detour/rewrite"
 )
 
-const (
-	appOpenAIKey    = "sk-app-openai-SECRET"
-	appAnthropicKey = "sk-ant-app-SECRET"
-	backupKey       = "sk-backup-key"
-)
+// appAnthropicKey is the key the tests' Anthropic apps send
+// (detourtest.AppOpenAIKey the OpenAI apps').
+const appAnthropicKey = "sk-ant-app-SECRET"
 
-// twoUpstreams is a policy whose route for the app's vendor host chains a
-// primary (the app's own key) and a backup (detour's own key from a file).
-func twoUpstreams(t *testing.T, shape rewrite.Shape, primary, backup *detourtest.Vendor, extra string) string {
-	return twoUpstreamsWith(t, shape, primary, backup, "", extra)
-}
-
-// twoUpstreamsWith also adds primaryExtra (JSON members) to the primary upstream.
-func twoUpstreamsWith(t *testing.T, shape rewrite.Shape, primary, backup *detourtest.Vendor, primaryExtra, extra string) string {
-	t.Helper()
-	keyFile := filepath.Join(t.TempDir(), "backup.key")
-	if err := os.WriteFile(keyFile, []byte(backupKey+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	path := "/v1/chat/completions"
-	if shape == rewrite.Anthropic {
-		path = "/v1/messages"
-	}
-	return fmt.Sprintf(`{
-  "upstreams": {
-    "primary": {"shape": %[1]q, "base_url": %[2]q, "ca_file": %[3]q, "auth": {"from": "client"}%[10]s},
-    "backup":  {"shape": %[1]q, "base_url": %[4]q, "ca_file": %[5]q, "auth": {"file": %[6]q}}
-  },
-  "routes": [{"name": "r", "match": {"host": %[7]q, "path": %[8]q}, "chain": ["primary", "backup"]}]
-  %[9]s
-}`, shape, primary.BaseURL(), primary.CAFile, backup.BaseURL(), backup.CAFile, keyFile, shape.DefaultHost(), path, extra, primaryExtra)
-}
-
-func openaiClient(h *detourtest.Harness) *openai.Client {
+// openaiThrough is openai-go as an app behind detour (h's proxy and CA),
+// calling api.openai.com with the app's key and no retries.
+func openaiThrough(h *detourtest.Harness) *openai.Client {
 	c := openai.NewClient(
 		option.WithBaseURL("https://api.openai.com/v1/"),
-		option.WithAPIKey(appOpenAIKey),
+		option.WithAPIKey(detourtest.AppOpenAIKey),
 		option.WithHTTPClient(h.Client()),
 		option.WithMaxRetries(0),
 	)
 	return &c
 }
 
-func anthropicClient(h *detourtest.Harness) *anthropic.Client {
+// anthropicThrough is anthropic-sdk-go as openaiThrough is openai-go.
+func anthropicThrough(h *detourtest.Harness) *anthropic.Client {
 	c := anthropic.NewClient(
 		aoption.WithBaseURL("https://api.anthropic.com/"),
 		aoption.WithAPIKey(appAnthropicKey),
@@ -95,34 +68,16 @@ func messageParams() anthropic.MessageNewParams {
 	}
 }
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-func outcomes(r *chain.Record) string {
-	var parts []string
-	for _, a := range r.Attempts {
-		s := a.Upstream + ":" + a.Outcome
-		if a.Class != "" {
-			s += ":" + a.Class
-		}
-		parts = append(parts, s)
-	}
-	return strings.Join(parts, ",")
-}
-
 func TestQuotaExhaustedFailsOverAndCoolsDown(t *testing.T) {
 	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
-	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
-	client := openaiClient(h)
+	h := detourtest.Start(t, detourtest.TwoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
+	client := openaiThrough(h)
 	primary.Script(fv.Fault{Kind: fv.Status, Status: 429, Class: fv.ClassInsufficientQuota})
 
 	var httpResp *http.Response
-	got, err := client.Chat.Completions.New(ctxT(t), chatParams(), option.WithResponseInto(&httpResp))
+	got, err := client.Chat.Completions.New(detourtest.TestContext(t), chatParams(), option.WithResponseInto(&httpResp))
 	if err != nil {
 		t.Fatalf("chat completion through detour: %v", err)
 	}
@@ -141,7 +96,7 @@ func TestQuotaExhaustedFailsOverAndCoolsDown(t *testing.T) {
 
 	// During the cooldown the primary gets no further call.
 	for i := 0; i < 3; i++ {
-		if _, err := client.Chat.Completions.New(ctxT(t), chatParams()); err != nil {
+		if _, err := client.Chat.Completions.New(detourtest.TestContext(t), chatParams()); err != nil {
 			t.Fatalf("call %d during cooldown: %v", i+2, err)
 		}
 	}
@@ -154,7 +109,7 @@ func TestQuotaExhaustedFailsOverAndCoolsDown(t *testing.T) {
 	if len(ids) != 4 {
 		t.Fatalf("%d answers carried a request id; want 4", len(ids))
 	}
-	if got, want := outcomes(h.WaitRecord(t, ids[0])), "primary:fallback:quota_exhausted,backup:ok"; got != want {
+	if got, want := detourtest.Outcomes(h.WaitRecord(t, ids[0])), "primary:fallback:quota_exhausted,backup:ok"; got != want {
 		t.Errorf("first request attempts = %s; want %s", got, want)
 	}
 	if got := h.WaitRecord(t, ids[1]).Attempts[0]; got.Outcome != chain.OutcomeSkipped || !strings.Contains(got.Reason, "cooling down until") {
@@ -187,18 +142,18 @@ func TestRateLimitFailsOverWithoutCooldown(t *testing.T) {
 	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
-	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
-	client := openaiClient(h)
+	h := detourtest.Start(t, detourtest.TwoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
+	client := openaiThrough(h)
 	primary.Script(fv.Fault{Kind: fv.Status, Status: 429, Class: fv.ClassRateLimit})
 
-	got, err := client.Chat.Completions.New(ctxT(t), chatParams())
+	got, err := client.Chat.Completions.New(detourtest.TestContext(t), chatParams())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if text := got.Choices[0].Message.Content; text != "Hello from backup." {
 		t.Fatalf("first answer = %q; want the backup's", text)
 	}
-	got, err = client.Chat.Completions.New(ctxT(t), chatParams())
+	got, err = client.Chat.Completions.New(detourtest.TestContext(t), chatParams())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +163,7 @@ func TestRateLimitFailsOverWithoutCooldown(t *testing.T) {
 	if primary.Calls() != 2 || backup.Calls() != 1 {
 		t.Errorf("calls: primary %d, backup %d; want 2 and 1", primary.Calls(), backup.Calls())
 	}
-	if got, want := outcomes(h.WaitRecord(t, h.RequestIDs()[0])), "primary:fallback:rate_limited,backup:ok"; got != want {
+	if got, want := detourtest.Outcomes(h.WaitRecord(t, h.RequestIDs()[0])), "primary:fallback:rate_limited,backup:ok"; got != want {
 		t.Errorf("attempts = %s; want %s", got, want)
 	}
 }
@@ -230,14 +185,14 @@ func TestStopClassesReachTheAppUnmasked(t *testing.T) {
 			t.Parallel()
 			primary := detourtest.NewVendor(t, tc.shape, "primary")
 			backup := detourtest.NewVendor(t, tc.shape, "backup")
-			h := detourtest.Start(t, twoUpstreams(t, tc.shape, primary, backup, ""))
+			h := detourtest.Start(t, detourtest.TwoUpstreams(t, tc.shape, primary, backup, ""))
 			primary.Script(fv.Fault{Kind: fv.Status, Status: tc.status, Class: tc.class})
 			wantStatus, wantBody := fv.ErrorBody(tc.shape, fv.Fault{Kind: fv.Status, Status: tc.status, Class: tc.class}, "m", "id")
 			want := rewrite.ParseError(wantBody)
 
 			var err error
 			if tc.shape == rewrite.OpenAI {
-				_, err = openaiClient(h).Chat.Completions.New(ctxT(t), chatParams())
+				_, err = openaiThrough(h).Chat.Completions.New(detourtest.TestContext(t), chatParams())
 				var apiErr *openai.Error
 				if !errors.As(err, &apiErr) {
 					t.Fatalf("err = %v; want *openai.Error", err)
@@ -246,7 +201,7 @@ func TestStopClassesReachTheAppUnmasked(t *testing.T) {
 					t.Errorf("SDK error = %d %q %q %q; want %d %q %q %q", apiErr.StatusCode, apiErr.Type, apiErr.Code, apiErr.Message, wantStatus, want.Type, want.Code, want.Message)
 				}
 			} else {
-				_, err = anthropicClient(h).Messages.New(ctxT(t), messageParams())
+				_, err = anthropicThrough(h).Messages.New(detourtest.TestContext(t), messageParams())
 				var apiErr *anthropic.Error
 				if !errors.As(err, &apiErr) {
 					t.Fatalf("err = %v; want *anthropic.Error", err)
@@ -259,7 +214,7 @@ func TestStopClassesReachTheAppUnmasked(t *testing.T) {
 				t.Errorf("backup called %d times after a %d; a stop class must not fall over", backup.Calls(), tc.status)
 			}
 			rec := h.WaitRecords(t, 1)[0]
-			if got := outcomes(rec); !strings.HasPrefix(got, "primary:stop:") {
+			if got := detourtest.Outcomes(rec); !strings.HasPrefix(got, "primary:stop:") {
 				t.Errorf("attempts = %s; want primary stop", got)
 			}
 		})
@@ -270,12 +225,12 @@ func TestHangingUpstreamTimesOutAndBackupAnswers(t *testing.T) {
 	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
-	pol := twoUpstreamsWith(t, rewrite.OpenAI, primary, backup, `, "timeouts": {"first_byte": "300ms"}`, `, "deadline": "10s"`)
+	pol := detourtest.TwoUpstreamsWith(t, rewrite.OpenAI, primary, backup, `, "timeouts": {"first_byte": "300ms"}`, `, "deadline": "10s"`)
 	h := detourtest.Start(t, pol)
 	primary.Script(fv.Fault{Kind: fv.Hang, Delay: time.Minute})
 
 	start := time.Now()
-	got, err := openaiClient(h).Chat.Completions.New(ctxT(t), chatParams())
+	got, err := openaiThrough(h).Chat.Completions.New(detourtest.TestContext(t), chatParams())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,10 +250,10 @@ func TestEarlyInStreamOverloadFailsOverAndStreamIsComplete(t *testing.T) {
 	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.Anthropic, "primary")
 	backup := detourtest.NewVendor(t, rewrite.Anthropic, "backup")
-	h := detourtest.Start(t, twoUpstreams(t, rewrite.Anthropic, primary, backup, ""))
+	h := detourtest.Start(t, detourtest.TwoUpstreams(t, rewrite.Anthropic, primary, backup, ""))
 	primary.Script(fv.Fault{Kind: fv.StreamErrorEarly, Class: fv.ClassOverloaded})
 
-	stream := anthropicClient(h).Messages.NewStreaming(ctxT(t), messageParams())
+	stream := anthropicThrough(h).Messages.NewStreaming(detourtest.TestContext(t), messageParams())
 	var msg anthropic.Message
 	var events []string
 	for stream.Next() {
@@ -323,7 +278,7 @@ func TestEarlyInStreamOverloadFailsOverAndStreamIsComplete(t *testing.T) {
 	if got := strings.Count(strings.Join(events, ","), "message_start"); got != 1 {
 		t.Errorf("%d message_start events; the held-back primary events must not leak", got)
 	}
-	if got, want := outcomes(h.WaitRecords(t, 1)[0]), "primary:fallback:overloaded,backup:ok"; got != want {
+	if got, want := detourtest.Outcomes(h.WaitRecords(t, 1)[0]), "primary:fallback:overloaded,backup:ok"; got != want {
 		t.Errorf("attempts = %s; want %s", got, want)
 	}
 }
@@ -332,12 +287,12 @@ func TestOpenAIStreamPassesThroughEventByEvent(t *testing.T) {
 	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
-	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
+	h := detourtest.Start(t, detourtest.TwoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
 	primary.Script(fv.Fault{Kind: fv.StreamErrorEarly, Class: fv.ClassServerError})
 
 	p := chatParams()
 	p.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
-	stream := openaiClient(h).Chat.Completions.NewStreaming(ctxT(t), p)
+	stream := openaiThrough(h).Chat.Completions.NewStreaming(detourtest.TestContext(t), p)
 	acc := openai.ChatCompletionAccumulator{}
 	for stream.Next() {
 		acc.AddChunk(stream.Current())
@@ -352,7 +307,7 @@ func TestOpenAIStreamPassesThroughEventByEvent(t *testing.T) {
 		t.Errorf("finish %q usage %+v", acc.Choices[0].FinishReason, acc.Usage)
 	}
 	rec := h.WaitRecords(t, 1)[0]
-	if got, want := outcomes(rec), "primary:fallback:server_error,backup:ok"; got != want {
+	if got, want := detourtest.Outcomes(rec), "primary:fallback:server_error,backup:ok"; got != want {
 		t.Errorf("attempts = %s; want %s", got, want)
 	}
 	if rec.Usage.Output == 0 {
@@ -367,18 +322,18 @@ func TestSecondUpstreamNeverSeesTheAppKey(t *testing.T) {
 			t.Parallel()
 			primary := detourtest.NewVendor(t, shape, "primary")
 			backup := detourtest.NewVendor(t, shape, "backup")
-			h := detourtest.Start(t, twoUpstreams(t, shape, primary, backup, ""))
+			h := detourtest.Start(t, detourtest.TwoUpstreams(t, shape, primary, backup, ""))
 			primary.Script(fv.Fault{Kind: fv.Status, Status: 503, Class: fv.ClassOverloaded})
 			var err error
 			if shape == rewrite.OpenAI {
-				_, err = openaiClient(h).Chat.Completions.New(ctxT(t), chatParams())
+				_, err = openaiThrough(h).Chat.Completions.New(detourtest.TestContext(t), chatParams())
 			} else {
-				_, err = anthropicClient(h).Messages.New(ctxT(t), messageParams())
+				_, err = anthropicThrough(h).Messages.New(detourtest.TestContext(t), messageParams())
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			appKey := appOpenAIKey
+			appKey := detourtest.AppOpenAIKey
 			if shape == rewrite.Anthropic {
 				appKey = appAnthropicKey
 			}
@@ -392,13 +347,13 @@ func TestSecondUpstreamNeverSeesTheAppKey(t *testing.T) {
 			if strings.Contains(everything, "SECRET") {
 				t.Errorf("backup saw the app's key: %s", everything)
 			}
-			if shape == rewrite.OpenAI && req.Header.Get("Authorization") != "Bearer "+backupKey {
+			if shape == rewrite.OpenAI && req.Header.Get("Authorization") != "Bearer "+detourtest.BackupKey {
 				t.Errorf("backup Authorization = %q", req.Header.Get("Authorization"))
 			}
-			if shape == rewrite.Anthropic && (req.Header.Get("X-Api-Key") != backupKey || req.Header.Get("Authorization") != "") {
+			if shape == rewrite.Anthropic && (req.Header.Get("X-Api-Key") != detourtest.BackupKey || req.Header.Get("Authorization") != "") {
 				t.Errorf("backup x-api-key = %q, authorization = %q", req.Header.Get("X-Api-Key"), req.Header.Get("Authorization"))
 			}
-			if strings.Contains(h.Log(), "SECRET") || strings.Contains(h.Log(), backupKey) {
+			if strings.Contains(h.Log(), "SECRET") || strings.Contains(h.Log(), detourtest.BackupKey) {
 				t.Error("a key appears in detour's log")
 			}
 		})
@@ -411,7 +366,7 @@ func TestHostNotInPolicyIsTunnelled(t *testing.T) {
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
 	// The other host is a loopback test server, which apps may not tunnel
 	// to by default (egress.deny_cidrs): this policy allows loopback.
-	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, `, "egress": {"deny_cidrs": []}`))
+	h := detourtest.Start(t, detourtest.TwoUpstreams(t, rewrite.OpenAI, primary, backup, `, "egress": {"deny_cidrs": []}`))
 
 	other := detourtest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "other host")
@@ -454,9 +409,9 @@ func TestPolicyReloadChangesChainOrder(t *testing.T) {
 }`, a.BaseURL(), a.CAFile, b.BaseURL(), b.CAFile, chain)
 	}
 	h := detourtest.Start(t, pol(`["a", "b"]`))
-	client := openaiClient(h)
+	client := openaiThrough(h)
 	answer := func() string {
-		got, err := client.Chat.Completions.New(ctxT(t), chatParams())
+		got, err := client.Chat.Completions.New(detourtest.TestContext(t), chatParams())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -490,7 +445,7 @@ func TestClientGoingAwayCancelsUpstreamAndCountsNoFailure(t *testing.T) {
 	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
-	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
+	h := detourtest.Start(t, detourtest.TwoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
 	primary.Script(fv.Fault{Kind: fv.Hang, Delay: time.Minute})
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -505,13 +460,13 @@ func TestClientGoingAwayCancelsUpstreamAndCountsNoFailure(t *testing.T) {
 		testsupport.Poll(10*time.Second, func() bool { return primary.Calls() != 0 })
 		cancel()
 	}()
-	_, err := openaiClient(h).Chat.Completions.New(ctx, chatParams())
+	_, err := openaiThrough(h).Chat.Completions.New(ctx, chatParams())
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v; want context.Canceled", err)
 	}
 	rec := h.WaitRecords(t, 1)[0]
-	if rec.Status != 499 || outcomes(rec) != "primary:client_gone" {
-		t.Errorf("record status %d attempts %s; want 499 primary:client_gone", rec.Status, outcomes(rec))
+	if rec.Status != 499 || detourtest.Outcomes(rec) != "primary:client_gone" {
+		t.Errorf("record status %d attempts %s; want 499 primary:client_gone", rec.Status, detourtest.Outcomes(rec))
 	}
 	testsupport.Poll(5*time.Second, func() bool { return primary.InFlight() == 0 })
 	if primary.InFlight() != 0 {
@@ -521,7 +476,7 @@ func TestClientGoingAwayCancelsUpstreamAndCountsNoFailure(t *testing.T) {
 		t.Errorf("backup called %d times for an abandoned request", backup.Calls())
 	}
 	// No cooldown: the next request goes to the primary again.
-	if _, err := openaiClient(h).Chat.Completions.New(ctxT(t), chatParams()); err != nil {
+	if _, err := openaiThrough(h).Chat.Completions.New(detourtest.TestContext(t), chatParams()); err != nil {
 		t.Fatal(err)
 	}
 	if primary.Calls() != 2 {
@@ -533,16 +488,16 @@ func TestHTML200FallsOver(t *testing.T) {
 	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
-	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
+	h := detourtest.Start(t, detourtest.TwoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
 	primary.Script(fv.Fault{Kind: fv.HTML200})
-	got, err := openaiClient(h).Chat.Completions.New(ctxT(t), chatParams())
+	got, err := openaiThrough(h).Chat.Completions.New(detourtest.TestContext(t), chatParams())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.Choices[0].Message.Content != "Hello from backup." {
 		t.Errorf("answer %q", got.Choices[0].Message.Content)
 	}
-	if got, want := outcomes(h.WaitRecords(t, 1)[0]), "primary:fallback:bad_response,backup:ok"; got != want {
+	if got, want := detourtest.Outcomes(h.WaitRecords(t, 1)[0]), "primary:fallback:bad_response,backup:ok"; got != want {
 		t.Errorf("attempts = %s; want %s", got, want)
 	}
 }
@@ -551,14 +506,14 @@ func TestAllUpstreamsFailedAnswersInAppEnvelope(t *testing.T) {
 	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.Anthropic, "primary")
 	backup := detourtest.NewVendor(t, rewrite.Anthropic, "backup")
-	h := detourtest.Start(t, twoUpstreams(t, rewrite.Anthropic, primary, backup, ""))
+	h := detourtest.Start(t, detourtest.TwoUpstreams(t, rewrite.Anthropic, primary, backup, ""))
 	primary.Script(fv.Fault{Kind: fv.Status, Status: 529, Class: fv.ClassOverloaded})
 	// 30 s is beyond honor_retry_after_up_to (10 s): no retry, the app
 	// is told when to come back.
 	backup.Script(fv.Fault{Kind: fv.Status, Status: 429, Class: fv.ClassRateLimit, RetryAfter: "30"})
 
 	var httpResp *http.Response
-	_, err := anthropicClient(h).Messages.New(ctxT(t), messageParams(), aoption.WithResponseInto(&httpResp))
+	_, err := anthropicThrough(h).Messages.New(detourtest.TestContext(t), messageParams(), aoption.WithResponseInto(&httpResp))
 	var apiErr *anthropic.Error
 	if !errors.As(err, &apiErr) {
 		t.Fatalf("err = %v; want *anthropic.Error", err)
@@ -581,14 +536,14 @@ func TestBaseURLMode(t *testing.T) {
 	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
-	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
+	h := detourtest.Start(t, detourtest.TwoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
 	primary.Script(fv.Fault{Kind: fv.Status, Status: 500, Class: fv.ClassServerError})
 	client := openai.NewClient(
 		option.WithBaseURL(h.ProxyURL.String()+"/openai/v1/"),
-		option.WithAPIKey(appOpenAIKey),
+		option.WithAPIKey(detourtest.AppOpenAIKey),
 		option.WithMaxRetries(0),
 	)
-	got, err := client.Chat.Completions.New(ctxT(t), chatParams())
+	got, err := client.Chat.Completions.New(detourtest.TestContext(t), chatParams())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -608,9 +563,9 @@ func TestMalformedRequestGets400InAppShape(t *testing.T) {
 	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
-	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
+	h := detourtest.Start(t, detourtest.TwoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
 	req, _ := http.NewRequest("POST", "https://api.openai.com/v1/chat/completions", strings.NewReader(`{"model": "gpt-4o", "messages": [`))
-	req.Header.Set("Authorization", "Bearer "+appOpenAIKey)
+	req.Header.Set("Authorization", "Bearer "+detourtest.AppOpenAIKey)
 	resp, err := h.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -653,14 +608,14 @@ func TestInterceptedStreamIsNotBuffered(t *testing.T) {
 	}))
 	defer up.Close()
 	caFile := filepath.Join(t.TempDir(), "up.pem")
-	if err := os.WriteFile(caFile, pemCert(up.Certificate()), 0o644); err != nil {
+	if err := os.WriteFile(caFile, detourtest.PEMCert(up.Certificate()), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	h := detourtest.Start(t, fmt.Sprintf(`{
   "upstreams": {"u": {"shape": "anthropic", "base_url": %q, "ca_file": %q, "auth": {"from": "client"}}},
   "routes": [{"name": "m", "match": {"host": "api.anthropic.com", "path": "/v1/messages"}, "chain": ["u"]}]
 }`, up.URL, caFile))
-	stream := anthropicClient(h).Messages.NewStreaming(ctxT(t), messageParams())
+	stream := anthropicThrough(h).Messages.NewStreaming(detourtest.TestContext(t), messageParams())
 	var msg anthropic.Message
 	for stream.Next() {
 		ev := stream.Current()
@@ -677,8 +632,4 @@ func TestInterceptedStreamIsNotBuffered(t *testing.T) {
 	if got := msg.Content[0].Text; got != "one two" {
 		t.Fatalf("text = %q; want %q (TOO-LATE means the first event was held back)", got, "one two")
 	}
-}
-
-func pemCert(c *x509.Certificate) []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
 }

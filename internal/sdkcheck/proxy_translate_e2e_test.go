@@ -1,4 +1,4 @@
-package proxy_test
+package sdkcheck
 
 import (
 	"context"
@@ -110,9 +110,9 @@ func TestCrossVendorFailoverWithOfficialSDKs(t *testing.T) {
 func newAppClient(t *testing.T, app rewrite.Shape, h *detourtest.Harness) appClient {
 	switch app {
 	case rewrite.OpenAI:
-		return &openaiApp{c: openaiClient(h)}
+		return &openaiApp{c: openaiThrough(h)}
 	case rewrite.Anthropic:
-		return &anthropicApp{c: anthropicClient(h)}
+		return &anthropicApp{c: anthropicThrough(h)}
 	default:
 		c, err := genai.NewClient(context.Background(), &genai.ClientConfig{
 			APIKey: "gemini-app-key", Backend: genai.BackendGeminiAPI, HTTPClient: h.Client(),
@@ -156,7 +156,7 @@ func (a *openaiApp) run(t *testing.T, stream, tools bool) appResult {
 	var res appResult
 	if stream {
 		p.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
-		s := a.c.Chat.Completions.NewStreaming(ctxT(t), p)
+		s := a.c.Chat.Completions.NewStreaming(detourtest.TestContext(t), p)
 		acc := openai.ChatCompletionAccumulator{}
 		for s.Next() {
 			acc.AddChunk(s.Current())
@@ -166,7 +166,7 @@ func (a *openaiApp) run(t *testing.T, stream, tools bool) appResult {
 		}
 		msg, res.finish, res.output = acc.Choices[0].Message, acc.Choices[0].FinishReason, acc.Usage.CompletionTokens
 	} else {
-		r, err := a.c.Chat.Completions.New(ctxT(t), p)
+		r, err := a.c.Chat.Completions.New(detourtest.TestContext(t), p)
 		if err != nil {
 			t.Fatalf("openai: %v", err)
 		}
@@ -216,7 +216,7 @@ func (a *anthropicApp) run(t *testing.T, stream, tools bool) appResult {
 	}
 	var msg anthropic.Message
 	if stream {
-		s := a.c.Messages.NewStreaming(ctxT(t), p)
+		s := a.c.Messages.NewStreaming(detourtest.TestContext(t), p)
 		for s.Next() {
 			if err := msg.Accumulate(s.Current()); err != nil {
 				t.Fatalf("accumulate: %v", err)
@@ -226,7 +226,7 @@ func (a *anthropicApp) run(t *testing.T, stream, tools bool) appResult {
 			t.Fatalf("anthropic stream: %v", err)
 		}
 	} else {
-		r, err := a.c.Messages.New(ctxT(t), p)
+		r, err := a.c.Messages.New(detourtest.TestContext(t), p)
 		if err != nil {
 			t.Fatalf("anthropic: %v", err)
 		}
@@ -310,14 +310,14 @@ func (a *geminiApp) run(t *testing.T, stream, tools bool) appResult {
 		}
 	}
 	if stream {
-		for r, err := range a.c.Models.GenerateContentStream(ctxT(t), "gemini-2.5-pro", a.contents, cfg) {
+		for r, err := range a.c.Models.GenerateContentStream(detourtest.TestContext(t), "gemini-2.5-pro", a.contents, cfg) {
 			if err != nil {
 				t.Fatalf("gemini stream: %v", err)
 			}
 			collect(r)
 		}
 	} else {
-		r, err := a.c.Models.GenerateContent(ctxT(t), "gemini-2.5-pro", a.contents, cfg)
+		r, err := a.c.Models.GenerateContent(detourtest.TestContext(t), "gemini-2.5-pro", a.contents, cfg)
 		if err != nil {
 			t.Fatalf("gemini: %v", err)
 		}

@@ -1,9 +1,7 @@
-package proxy_test
+package sdkcheck
 
 import (
-	"crypto/rsa"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,20 +13,6 @@ import (
 	"github.com/detour-proxy/detour/rewrite"
 )
 
-// serviceAccountFile writes a service-account key file for email whose
-// token_uri is vx's token endpoint, served over plain loopback HTTP, so that
-// detour's OAuth2 JWT grant runs for real against the fake.
-func serviceAccountFile(t *testing.T, vx *fv.Vertex, email string, key *rsa.PrivateKey) string {
-	t.Helper()
-	tokenSrv := httptest.NewServer(vx)
-	t.Cleanup(tokenSrv.Close)
-	saFile := filepath.Join(t.TempDir(), "sa.json")
-	if err := os.WriteFile(saFile, fv.ServiceAccountJSON(email, "proj-1", tokenSrv.URL+"/token", key), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return saFile
-}
-
 // TestVertexBackupWithOfficialSDKs: apps of every shape fall over to Gemini
 // on Vertex and to Claude on Vertex, streamed and not, with a tool round
 // trip. The credentials are a service-account key file made here whose
@@ -36,7 +20,7 @@ func serviceAccountFile(t *testing.T, vx *fv.Vertex, email string, key *rsa.Priv
 // (internal/cloud/google_jwt.go) runs for real; one token serves every call.
 func TestVertexBackupWithOfficialSDKs(t *testing.T) {
 	t.Parallel()
-	key := serviceAccountKey(t, 0)
+	key := detourtest.ServiceAccountKey(t, 0)
 	const email = "detour@proj-1.iam.gserviceaccount.com"
 	for _, app := range rewrite.Shapes {
 		for _, pub := range []rewrite.Shape{rewrite.Gemini, rewrite.Anthropic} {
@@ -46,10 +30,10 @@ func TestVertexBackupWithOfficialSDKs(t *testing.T) {
 					primary := detourtest.NewVendor(t, app, "primary")
 					primary.SetDefault(fv.Fault{Kind: fv.Status, Status: 503, Class: fv.ClassOverloaded})
 					vx := fv.NewVertex("proj-1", "us-east5", email, &key.PublicKey, fv.Options{Name: "backup"})
-					url, ca := cloudServer(t, vx)
-					saFile := serviceAccountFile(t, vx, email, key)
+					url, ca := detourtest.CloudServer(t, vx)
+					saFile := detourtest.ServiceAccountFile(t, vx, email, key)
 					model := map[rewrite.Shape]string{rewrite.Gemini: "gemini-2.5-flash", rewrite.Anthropic: "claude-sonnet-4-5@20250929"}[pub]
-					h := detourtest.Start(t, cloudPolicy(app, primary, fmt.Sprintf(
+					h := detourtest.Start(t, detourtest.CloudPolicy(app, primary, fmt.Sprintf(
 						`{"shape": %q, "base_url": %q, "ca_file": %q, "models": {"*": %q},
 						  "vertex": {"project": "proj-1", "region": "us-east5", "credentials_file": %q}}`,
 						pub, url, ca, model, saFile)))
@@ -91,12 +75,12 @@ func TestVertexBackupWithOfficialSDKs(t *testing.T) {
 // before the next call rather than sent and refused.
 func TestVertexTokenRefreshedBeforeExpiry(t *testing.T) {
 	t.Parallel()
-	key := serviceAccountKey(t, 0)
+	key := detourtest.ServiceAccountKey(t, 0)
 	const email = "detour@proj-1.iam.gserviceaccount.com"
 	vx := fv.NewVertex("proj-1", "global", email, &key.PublicKey, fv.Options{Name: "vertex"})
 	vx.TokenLifetime = 5 * time.Second // under detour's 10 s early-expiry margin
-	url, ca := cloudServer(t, vx)
-	saFile := serviceAccountFile(t, vx, email, key)
+	url, ca := detourtest.CloudServer(t, vx)
+	saFile := detourtest.ServiceAccountFile(t, vx, email, key)
 	h := detourtest.Start(t, fmt.Sprintf(`{
   "upstreams": {"vx": {"shape": "gemini", "base_url": %q, "ca_file": %q, "vertex": {"project": "proj-1", "region": "global", "credentials_file": %q}}},
   "routes": [{"name": "r", "match": {"host": "generativelanguage.googleapis.com", "path": "/v1beta/models/*"}, "chain": ["vx"]}]
@@ -119,11 +103,11 @@ func TestVertexTokenRefreshedBeforeExpiry(t *testing.T) {
 // the key never shows in the log.
 func TestVertexBadCredentialsFallOver(t *testing.T) {
 	t.Parallel()
-	trusted, other := serviceAccountKey(t, 0), serviceAccountKey(t, 1)
+	trusted, other := detourtest.ServiceAccountKey(t, 0), detourtest.ServiceAccountKey(t, 1)
 	const email = "detour@proj-1.iam.gserviceaccount.com"
 	vx := fv.NewVertex("proj-1", "us-central1", email, &trusted.PublicKey, fv.Options{Name: "vertex"})
-	url, ca := cloudServer(t, vx)
-	saFile := serviceAccountFile(t, vx, email, other)
+	url, ca := detourtest.CloudServer(t, vx)
+	saFile := detourtest.ServiceAccountFile(t, vx, email, other)
 	backup := detourtest.NewVendor(t, rewrite.Gemini, "backup")
 	keyFile := filepath.Join(t.TempDir(), "k")
 	os.WriteFile(keyFile, []byte("k"), 0o600)

@@ -1,4 +1,4 @@
-package proxy_test
+package sdkcheck
 
 import (
 	"fmt"
@@ -34,7 +34,7 @@ func TestStreamedAnswerNamesItsModelInTheTrace(t *testing.T) {
   "telemetry": {"otlp": {"endpoint": %q, "protocol": "http/protobuf", "sample_ratio": 1}}
 }`, up, v.BaseURL(), v.CAFile, keyFile, model, rcv.Endpoint))
 
-			stream := openaiClient(h).Chat.Completions.NewStreaming(ctxT(t), chatParams())
+			stream := openaiThrough(h).Chat.Completions.NewStreaming(detourtest.TestContext(t), chatParams())
 			acc := openai.ChatCompletionAccumulator{}
 			for stream.Next() {
 				acc.AddChunk(stream.Current())

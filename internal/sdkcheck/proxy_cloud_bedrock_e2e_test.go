@@ -1,4 +1,4 @@
-package proxy_test
+package sdkcheck
 
 import (
 	"fmt"
@@ -15,28 +15,8 @@ import (
 	"github.com/detour-proxy/detour/rewrite"
 )
 
-const bedrockModel = "anthropic.claude-3-5-haiku-20241022-v1:0"
-
-// awsSharedCredentials points detour's AWS credential chain at a shared
-// credentials file of the test's own (and away from anything on the
-// machine: no env keys, no profile, no instance metadata). It sets the
-// process environment, so its tests cannot run in parallel.
-func awsSharedCredentials(t *testing.T, keyID, secret string) {
-	dir := t.TempDir()
-	creds := filepath.Join(dir, "credentials")
-	os.WriteFile(creds, []byte("[default]\naws_access_key_id = "+keyID+"\naws_secret_access_key = "+secret+"\n"), 0o600)
-	os.WriteFile(filepath.Join(dir, "config"), nil, 0o600)
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", creds)
-	t.Setenv("AWS_CONFIG_FILE", filepath.Join(dir, "config"))
-	for _, k := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_DEFAULT_PROFILE",
-		"AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"} {
-		t.Setenv(k, "")
-	}
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-}
-
 func bedrockUpstream(url, ca string) string {
-	return fmt.Sprintf(`{"shape": "bedrock", "base_url": %q, "ca_file": %q, "bedrock": {"region": "us-west-2"}, "models": {"*": %q}}`, url, ca, bedrockModel)
+	return fmt.Sprintf(`{"shape": "bedrock", "base_url": %q, "ca_file": %q, "bedrock": {"region": "us-west-2"}, "models": {"*": %q}}`, url, ca, detourtest.BedrockModel)
 }
 
 // TestBedrockBackupWithOfficialSDKs: apps of every shape fall over to
@@ -45,15 +25,15 @@ func bedrockUpstream(url, ca string) string {
 // (internal/sigv4, which its own tests hold to the AWS SDK's signer).
 // Not parallel: the AWS credential chain reads the environment.
 func TestBedrockBackupWithOfficialSDKs(t *testing.T) {
-	awsSharedCredentials(t, "AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYSECRETKEY")
+	detourtest.AWSSharedCredentials(t, "AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYSECRETKEY")
 	for _, app := range rewrite.Shapes {
 		for _, stream := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s app, stream %v", app, stream), func(t *testing.T) {
 				primary := detourtest.NewVendor(t, app, "primary")
 				primary.SetDefault(fv.Fault{Kind: fv.Status, Status: 503, Class: fv.ClassOverloaded})
 				br := fv.NewBedrock("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYSECRETKEY", "us-west-2", fv.Options{Name: "backup"})
-				url, ca := cloudServer(t, br)
-				h := detourtest.Start(t, cloudPolicy(app, primary, bedrockUpstream(url, ca)))
+				url, ca := detourtest.CloudServer(t, br)
+				h := detourtest.Start(t, detourtest.CloudPolicy(app, primary, bedrockUpstream(url, ca)))
 				c := newAppClient(t, app, h)
 
 				got := c.ask(t, stream, false)
@@ -75,8 +55,8 @@ func TestBedrockBackupWithOfficialSDKs(t *testing.T) {
 					t.Fatalf("bedrock saw %d requests; want 3", len(seen))
 				}
 				for _, s := range seen {
-					if !s.Signed || s.Model != bedrockModel || s.Stream != stream {
-						t.Errorf("bedrock saw model %q stream %v signed %v; want %q, %v, signed", s.Model, s.Stream, s.Signed, bedrockModel, stream)
+					if !s.Signed || s.Model != detourtest.BedrockModel || s.Stream != stream {
+						t.Errorf("bedrock saw model %q stream %v signed %v; want %q, %v, signed", s.Model, s.Stream, s.Signed, detourtest.BedrockModel, stream)
 					}
 				}
 				if rs := h.WaitRecords(t, 3); rs[0].AnsweredBy != "backup" {
@@ -94,7 +74,7 @@ func TestBedrockBackupWithOfficialSDKs(t *testing.T) {
 // answer or inside the event stream before the first content, gets its
 // class and the class its action.
 func TestBedrockFailureClasses(t *testing.T) {
-	awsSharedCredentials(t, "AKIDEXAMPLE", "secret")
+	detourtest.AWSSharedCredentials(t, "AKIDEXAMPLE", "secret")
 	for _, tc := range []struct {
 		fail       fv.BedrockError
 		stream     bool
@@ -118,7 +98,7 @@ func TestBedrockFailureClasses(t *testing.T) {
 		t.Run(fmt.Sprintf("%s stream %v", tc.fail, tc.stream), func(t *testing.T) {
 			br := fv.NewBedrock("AKIDEXAMPLE", "secret", "us-west-2", fv.Options{Name: "bedrock"})
 			br.Fail(tc.fail)
-			url, ca := cloudServer(t, br)
+			url, ca := detourtest.CloudServer(t, br)
 			backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
 			keyFile := filepath.Join(t.TempDir(), "backup.key")
 			os.WriteFile(keyFile, []byte("b"), 0o600)
@@ -156,18 +136,18 @@ func TestBedrockFailureClasses(t *testing.T) {
 // the first text delta reaches the app as its own shape's in-stream error,
 // and the attempt is marked cut, as for any vendor's mid-stream error.
 func TestBedrockMidStreamException(t *testing.T) {
-	awsSharedCredentials(t, "AKIDEXAMPLE", "secret")
+	detourtest.AWSSharedCredentials(t, "AKIDEXAMPLE", "secret")
 	for _, fail := range []fv.BedrockError{fv.BedrockStreamThrottled, fv.BedrockStreamModel} {
 		t.Run(string(fail), func(t *testing.T) {
 			br := fv.NewBedrock("AKIDEXAMPLE", "secret", "us-west-2", fv.Options{Name: "bedrock"})
 			br.Fail(fail)
-			url, ca := cloudServer(t, br)
+			url, ca := detourtest.CloudServer(t, br)
 			h := detourtest.Start(t, fmt.Sprintf(`{
   "upstreams": {"bedrock": %s},
   "routes": [{"name": "r", "match": {"host": "api.openai.com", "path": "/v1/chat/completions"}, "chain": ["bedrock"]}]
 }`, bedrockUpstream(url, ca)))
-			c := openaiClient(h)
-			s := c.Chat.Completions.NewStreaming(ctxT(t), openai.ChatCompletionNewParams{
+			c := openaiThrough(h)
+			s := c.Chat.Completions.NewStreaming(detourtest.TestContext(t), openai.ChatCompletionNewParams{
 				Model: "gpt-4o", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
 			})
 			text := ""

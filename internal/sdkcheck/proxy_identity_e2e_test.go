@@ -1,4 +1,4 @@
-package proxy_test
+package sdkcheck
 
 import (
 	"context"
@@ -111,7 +111,7 @@ func askWithIdentity(t *testing.T, app rewrite.Shape, h *detourtest.Harness) str
 	id := appIdentity[app]
 	switch app {
 	case rewrite.OpenAI:
-		got, err := openaiClient(h).Chat.Completions.New(ctxT(t), chatParams(),
+		got, err := openaiThrough(h).Chat.Completions.New(detourtest.TestContext(t), chatParams(),
 			option.WithOrganization(id["OpenAI-Organization"]),
 			option.WithProject(id["OpenAI-Project"]),
 			option.WithHeader("Cookie", id["Cookie"]))
@@ -123,7 +123,7 @@ func askWithIdentity(t *testing.T, app rewrite.Shape, h *detourtest.Harness) str
 		p := messageParams()
 		p.WorkspaceID = anthropic.String(id["Anthropic-Workspace-Id"])
 		p.UserProfileID = anthropic.String(id["Anthropic-User-Profile-Id"])
-		got, err := anthropicClient(h).Messages.New(ctxT(t), p, aoption.WithHeader("Cookie", id["Cookie"]))
+		got, err := anthropicThrough(h).Messages.New(detourtest.TestContext(t), p, aoption.WithHeader("Cookie", id["Cookie"]))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -139,7 +139,7 @@ func askWithIdentity(t *testing.T, app rewrite.Shape, h *detourtest.Harness) str
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := c.Models.GenerateContent(ctxT(t), "gemini-2.5-pro", genai.Text("Say hello."), nil)
+	got, err := c.Models.GenerateContent(detourtest.TestContext(t), "gemini-2.5-pro", genai.Text("Say hello."), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

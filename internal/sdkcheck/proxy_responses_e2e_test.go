@@ -1,4 +1,4 @@
-package proxy_test
+package sdkcheck
 
 import (
 	"encoding/json"
@@ -60,7 +60,7 @@ func (a *responsesApp) run(t *testing.T, stream, tools bool) appResult {
 	p := a.params(tools)
 	var r responses.Response
 	if stream {
-		s := a.c.Responses.NewStreaming(ctxT(t), p)
+		s := a.c.Responses.NewStreaming(detourtest.TestContext(t), p)
 		var seq int64
 		var deltas string
 		var done bool
@@ -87,7 +87,7 @@ func (a *responsesApp) run(t *testing.T, stream, tools bool) appResult {
 			t.Errorf("deltas %q, response.completed text %q", deltas, r.OutputText())
 		}
 	} else {
-		got, err := a.c.Responses.New(ctxT(t), p)
+		got, err := a.c.Responses.New(detourtest.TestContext(t), p)
 		if err != nil {
 			t.Fatalf("responses: %v", err)
 		}
@@ -131,7 +131,7 @@ func TestResponsesAppAnsweredByEveryShape(t *testing.T) {
 				primary.SetDefault(fv.Fault{Kind: fv.Status, Status: 503, Class: fv.ClassOverloaded})
 				backup := detourtest.NewVendor(t, up, "backup")
 				h := detourtest.Start(t, responsesPolicy(t, primary, backup, upstreamModel[up]))
-				a := &responsesApp{c: openaiClient(h)}
+				a := &responsesApp{c: openaiThrough(h)}
 
 				got := a.ask(t, stream, false)
 				if got.text != "Hello from backup." || got.finish != "completed" || got.output == 0 {
@@ -141,7 +141,7 @@ func TestResponsesAppAnsweredByEveryShape(t *testing.T) {
 				if rs[0].AnsweredBy != "backup" || len(rs[0].Attempts) != 2 || !rs[0].Attempts[1].Translated {
 					t.Fatalf("record %+v; want the primary's 503, then the translated backup", rs[0])
 				}
-				if r := primary.Requests()[0]; r.Path != "/v1/responses" || r.Header.Get("Authorization") != "Bearer "+appOpenAIKey {
+				if r := primary.Requests()[0]; r.Path != "/v1/responses" || r.Header.Get("Authorization") != "Bearer "+detourtest.AppOpenAIKey {
 					t.Errorf("primary got %s with %q; want the app's own request and key", r.Path, r.Header.Get("Authorization"))
 				}
 
@@ -182,7 +182,7 @@ func TestChatAppAnsweredByResponsesUpstream(t *testing.T) {
   "upstreams": {"resp": {"shape": "openai-responses", "base_url": %q, "ca_file": %q, "auth": {"file": %q}}},
   "routes": [{"name": "chat", "match": {"host": "api.openai.com", "path": "/v1/chat/completions"}, "chain": ["resp"]}]
 }`, up.BaseURL(), up.CAFile, keyFile))
-			a := &openaiApp{c: openaiClient(h)}
+			a := &openaiApp{c: openaiThrough(h)}
 			got := a.ask(t, stream, false)
 			if got.text != "Hello from resp." || got.finish != "stop" || got.output == 0 {
 				t.Fatalf("answer %+v", got)
@@ -218,17 +218,17 @@ func TestResponsesErrorBeforeCommitInItsEnvelope(t *testing.T) {
 			backup := detourtest.NewVendor(t, rewrite.Anthropic, "backup")
 			backup.SetDefault(fv.Fault{Kind: fv.Status, Class: fv.ClassInvalidRequest})
 			h := detourtest.Start(t, responsesPolicy(t, primary, backup, "claude-haiku-4-5"))
-			c := openaiClient(h)
+			c := openaiThrough(h)
 			p := responses.ResponseNewParams{Model: "gpt-4.1", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}}
 			var err error
 			if stream {
-				s := c.Responses.NewStreaming(ctxT(t), p)
+				s := c.Responses.NewStreaming(detourtest.TestContext(t), p)
 				for s.Next() {
 					t.Errorf("event %s before the error", s.Current().Type)
 				}
 				err = s.Err()
 			} else {
-				_, err = c.Responses.New(ctxT(t), p)
+				_, err = c.Responses.New(detourtest.TestContext(t), p)
 			}
 			var apiErr *openai.Error
 			if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Type != "invalid_request_error" || apiErr.Message == "" {
@@ -245,7 +245,7 @@ func TestResponsesErrorAfterCommitIsAnErrorEvent(t *testing.T) {
 	backup := detourtest.NewVendor(t, rewrite.Anthropic, "backup")
 	backup.SetDefault(fv.Fault{Kind: fv.StreamErrorMid, Class: fv.ClassOverloaded})
 	h := detourtest.Start(t, responsesPolicy(t, primary, backup, "claude-haiku-4-5"))
-	s := openaiClient(h).Responses.NewStreaming(ctxT(t), responses.ResponseNewParams{Model: "gpt-4.1", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}})
+	s := openaiThrough(h).Responses.NewStreaming(detourtest.TestContext(t), responses.ResponseNewParams{Model: "gpt-4.1", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}})
 	var text string
 	var types []string
 	for s.Next() {
@@ -270,7 +270,7 @@ func TestStatefulResponsesRequestStaysOnOpenAI(t *testing.T) {
 	primary.SetDefault(fv.Fault{Kind: fv.Status, Status: 503, Class: fv.ClassOverloaded})
 	backup := detourtest.NewVendor(t, rewrite.Anthropic, "backup")
 	h := detourtest.Start(t, responsesPolicy(t, primary, backup, "claude-haiku-4-5"))
-	_, err := openaiClient(h).Responses.New(ctxT(t), responses.ResponseNewParams{
+	_, err := openaiThrough(h).Responses.New(detourtest.TestContext(t), responses.ResponseNewParams{
 		Model: "gpt-4.1", PreviousResponseID: openai.String("resp_earlier"),
 		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("and then?")},
 	})

@@ -1,4 +1,4 @@
-package proxy_test
+package sdkcheck
 
 import (
 	"bytes"
@@ -214,12 +214,12 @@ func TestTracesOfAFailover(t *testing.T) {
 			}
 			primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 			backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
-			h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, fmt.Sprintf(
+			h := detourtest.Start(t, detourtest.TwoUpstreams(t, rewrite.OpenAI, primary, backup, fmt.Sprintf(
 				`, "log": {"prompts": true}, "telemetry": {"otlp": {"endpoint": %q, "protocol": %q, "headers_file": %q, "sample_ratio": 1}}`,
 				rcv.Endpoint, protocol, headers)))
 			primary.Script(fv.Fault{Kind: fv.Status, Status: 429, Class: fv.ClassInsufficientQuota})
 
-			got, err := openaiClient(h).Chat.Completions.New(ctxT(t), chatParams(), option.WithHeader("traceparent", appTraceparen))
+			got, err := openaiThrough(h).Chat.Completions.New(detourtest.TestContext(t), chatParams(), option.WithHeader("traceparent", appTraceparen))
 			if err != nil {
 				t.Fatalf("chat completion through detour: %v", err)
 			}
@@ -333,8 +333,8 @@ func TestTracesFromTheEnvironment(t *testing.T) {
 
 	vendor := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
-	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, vendor, backup, ""))
-	if _, err := openaiClient(h).Chat.Completions.New(ctxT(t), chatParams()); err != nil {
+	h := detourtest.Start(t, detourtest.TwoUpstreams(t, rewrite.OpenAI, vendor, backup, ""))
+	if _, err := openaiThrough(h).Chat.Completions.New(detourtest.TestContext(t), chatParams()); err != nil {
 		t.Fatal(err)
 	}
 	spans := fromEnv.waitSpans(t, 2)
@@ -354,10 +354,10 @@ func TestTracesFromTheEnvironment(t *testing.T) {
 	}
 
 	// The policy wins: its endpoint and protocol replace the variables'.
-	h.WritePolicy(t, twoUpstreams(t, rewrite.OpenAI, vendor, backup,
+	h.WritePolicy(t, detourtest.TwoUpstreams(t, rewrite.OpenAI, vendor, backup,
 		fmt.Sprintf(`, "version": "traced", "telemetry": {"otlp": {"endpoint": %q, "protocol": "http/protobuf"}}`, fromPolicy.Endpoint)))
 	h.WaitLogLine(t, "policy reloaded", func(m map[string]any) bool { return m["version"] == "traced" })
-	if _, err := openaiClient(h).Chat.Completions.New(ctxT(t), chatParams()); err != nil {
+	if _, err := openaiThrough(h).Chat.Completions.New(detourtest.TestContext(t), chatParams()); err != nil {
 		t.Fatal(err)
 	}
 	if got := fromPolicy.waitSpans(t, 2); len(got) != 2 {
@@ -379,10 +379,10 @@ func TestDeadCollectorCostsNothing(t *testing.T) {
 
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
-	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup,
+	h := detourtest.Start(t, detourtest.TwoUpstreams(t, rewrite.OpenAI, primary, backup,
 		fmt.Sprintf(`, "telemetry": {"otlp": {"endpoint": %q}}`, dead)))
 	for range 3 {
-		got, err := openaiClient(h).Chat.Completions.New(ctxT(t), chatParams())
+		got, err := openaiThrough(h).Chat.Completions.New(detourtest.TestContext(t), chatParams())
 		if err != nil {
 			t.Fatalf("with the collector down: %v", err)
 		}

@@ -1,4 +1,4 @@
-package proxy_test
+package sdkcheck
 
 import (
 	"encoding/json"
@@ -52,11 +52,11 @@ func TestE2EWeightedCanaryWithOpenAISDK(t *testing.T) {
 	var mu sync.Mutex
 	h := detourtest.StartWith(t, selectPolicy(primary, canary, `{"strategy": "weighted", "weights": {"primary": 90, "second": 10}}`),
 		detourtest.Options{Rand: func() uint64 { mu.Lock(); defer mu.Unlock(); return rng.Uint64() }})
-	client := openaiClient(h)
+	client := openaiThrough(h)
 	const n, viaSDK = 1000, 100
 	answered := map[string]int{}
 	for i := range viaSDK {
-		got, err := client.Chat.Completions.New(ctxT(t), chatParams())
+		got, err := client.Chat.Completions.New(detourtest.TestContext(t), chatParams())
 		if err != nil {
 			t.Fatalf("request %d: %v", i, err)
 		}
@@ -94,7 +94,7 @@ func TestE2EWeightedCanaryWithOpenAISDK(t *testing.T) {
 // with a chat completion fails the test.
 func postForContent(t *testing.T, c *http.Client, body string) string {
 	t.Helper()
-	resp, err := c.Do(chatRequest(ctxT(t), body))
+	resp, err := c.Do(detourtest.ChatRequest(detourtest.TestContext(t), body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,11 +158,11 @@ func TestE2EScoredSlowPrimaryLosesAndWinsBackWithOpenAISDK(t *testing.T) {
 	backup := slowVendor(t, "backup", clk, &backupLat)
 	h := detourtest.StartWith(t, selectPolicy(primary, backup, fmt.Sprintf(`{"strategy": "scored", "score": {"latency": 1}, "min_samples": %d}`, minSamples)),
 		detourtest.Options{Now: clk.Now})
-	client := openaiClient(h)
+	client := openaiThrough(h)
 	first := func() string {
 		t.Helper()
 		var resp *http.Response
-		if _, err := client.Chat.Completions.New(ctxT(t), chatParams(), option.WithResponseInto(&resp)); err != nil {
+		if _, err := client.Chat.Completions.New(detourtest.TestContext(t), chatParams(), option.WithResponseInto(&resp)); err != nil {
 			t.Fatal(err)
 		}
 		return resp.Header.Get(chain.HeaderAnsweredBy)
@@ -223,8 +223,8 @@ func TestServeStatusShowsSelectionWindows(t *testing.T) {
 	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
-	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
-	if _, err := openaiClient(h).Chat.Completions.New(ctxT(t), chatParams()); err != nil {
+	h := detourtest.Start(t, detourtest.TwoUpstreams(t, rewrite.OpenAI, primary, backup, ""))
+	if _, err := openaiThrough(h).Chat.Completions.New(detourtest.TestContext(t), chatParams()); err != nil {
 		t.Fatal(err)
 	}
 	h.WaitRecord(t, h.LastRequestID(t))

@@ -1,4 +1,4 @@
-package proxy_test
+package sdkcheck
 
 import (
 	"fmt"
@@ -99,8 +99,8 @@ func TestHedgingAndRetriesWithEverySDK(t *testing.T) {
 					t.Fatalf("hedged: text %q finish %q; want the backup's", got.text, got.finish)
 				}
 				rec := h.WaitRecord(t, h.LastRequestID(t))
-				if outcomes(rec) != "primary:hedge_lost,backup:ok" {
-					t.Errorf("hedged attempts %s", outcomes(rec))
+				if detourtest.Outcomes(rec) != "primary:hedge_lost,backup:ok" {
+					t.Errorf("hedged attempts %s", detourtest.Outcomes(rec))
 				}
 				waitIdle(t, primary)
 				// The hedge may win before the primary has read the request's
@@ -114,7 +114,7 @@ func TestHedgingAndRetriesWithEverySDK(t *testing.T) {
 				if got.text != "Hello from primary." {
 					t.Fatalf("retried: text %q; want the primary's after one retry", got.text)
 				}
-				if got := outcomes(h.WaitRecord(t, h.LastRequestID(t))); got != "primary:retry:overloaded,primary:ok" {
+				if got := detourtest.Outcomes(h.WaitRecord(t, h.LastRequestID(t))); got != "primary:retry:overloaded,primary:ok" {
 					t.Errorf("retried attempts %s", got)
 				}
 			})

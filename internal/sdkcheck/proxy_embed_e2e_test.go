@@ -1,4 +1,4 @@
-package proxy_test
+package sdkcheck
 
 import (
 	"context"
@@ -59,7 +59,7 @@ func TestEmbeddingsFailOverAcrossVendorsWithOfficialSDKs(t *testing.T) {
 		h := detourtest.Start(t, embedPolicy(t, rewrite.OpenAI, primary, backup, 16))
 
 		inputs := []string{"the cat sat", "on the mat"}
-		res, err := openaiClient(h).Embeddings.New(context.Background(), openai.EmbeddingNewParams{
+		res, err := openaiThrough(h).Embeddings.New(context.Background(), openai.EmbeddingNewParams{
 			Model: openai.EmbeddingModelTextEmbedding3Small,
 			Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: inputs},
 		})
@@ -91,7 +91,7 @@ func TestEmbeddingsFailOverAcrossVendorsWithOfficialSDKs(t *testing.T) {
 		if r.Path != "/v1beta/models/gemini-embedding-001:batchEmbedContents" || r.Header.Get("X-Goog-Api-Key") != "backup-key" {
 			t.Errorf("backup got %s with key %q", r.Path, r.Header.Get("X-Goog-Api-Key"))
 		}
-		if s := fmt.Sprint(r.Header); strings.Contains(s, appOpenAIKey) {
+		if s := fmt.Sprint(r.Header); strings.Contains(s, detourtest.AppOpenAIKey) {
 			t.Errorf("backup saw the app's key: %s", s)
 		}
 		if !strings.Contains(string(r.Body), `"outputDimensionality":16`) || strings.Count(string(r.Body), `"model":"models/gemini-embedding-001"`) != 2 {
@@ -149,7 +149,7 @@ func TestEmbeddingsBase64AndUndeclaredBackup(t *testing.T) {
 	t.Parallel()
 	post := func(t *testing.T, h *detourtest.Harness) (int, []byte) {
 		req, _ := http.NewRequest(http.MethodPost, "https://api.openai.com/v1/embeddings", strings.NewReader(`{"model":"text-embedding-3-small","input":"hello","encoding_format":"base64"}`))
-		req.Header.Set("Authorization", "Bearer "+appOpenAIKey)
+		req.Header.Set("Authorization", "Bearer "+detourtest.AppOpenAIKey)
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := h.Client().Do(req)
 		if err != nil {

@@ -1,4 +1,4 @@
-package proxy_test
+package sdkcheck
 
 import (
 	"context"
@@ -25,7 +25,7 @@ func TestAzureOpenAIEmbeddingsBackup(t *testing.T) {
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	primary.SetDefault(fv.Fault{Kind: fv.Status, Class: fv.ClassInsufficientQuota})
 	az := fv.NewAzure("azure-SECRET-key", "", []string{"prod-embed", "prod-4o"}, fv.Options{Name: "backup"})
-	url, ca := cloudServer(t, az)
+	url, ca := detourtest.CloudServer(t, az)
 	keyFile := filepath.Join(t.TempDir(), "azure.key")
 	if err := os.WriteFile(keyFile, []byte("azure-SECRET-key\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -40,7 +40,7 @@ func TestAzureOpenAIEmbeddingsBackup(t *testing.T) {
 }`, primary.BaseURL(), primary.CAFile, url, ca, keyFile))
 
 	inputs := []string{"the cat sat", "on the mat"}
-	res, err := openaiClient(h).Embeddings.New(context.Background(), openai.EmbeddingNewParams{
+	res, err := openaiThrough(h).Embeddings.New(context.Background(), openai.EmbeddingNewParams{
 		Model:      openai.EmbeddingModelTextEmbedding3Small,
 		Input:      openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: inputs},
 		Dimensions: openai.Int(8),
@@ -70,7 +70,7 @@ func TestAzureOpenAIEmbeddingsBackup(t *testing.T) {
 	if r.Path != "/v1/embeddings" {
 		t.Errorf("azure's operation became %q; want embeddings", r.Path)
 	}
-	if s := fmt.Sprint(r.Header); strings.Contains(s, appOpenAIKey) || r.Header.Get("Authorization") != "" {
+	if s := fmt.Sprint(r.Header); strings.Contains(s, detourtest.AppOpenAIKey) || r.Header.Get("Authorization") != "" {
 		t.Errorf("azure got the app's key or a bearer beside api-key: %s", s)
 	}
 	rec := h.WaitRecords(t, 1)[0]

@@ -1,4 +1,4 @@
-package proxy_test
+package sdkcheck
 
 import (
 	"context"
@@ -44,11 +44,11 @@ func TestSpentBudgetSkipsItsUpstreamAndTheAppStillGetsAnswers(t *testing.T) {
 	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
-	pol := twoUpstreamsWith(t, rewrite.OpenAI, primary, backup,
+	pol := detourtest.TwoUpstreamsWith(t, rewrite.OpenAI, primary, backup,
 		`, "prices": {"gpt-4o*": {"input": 2.5, "output": 10}, "*": {"input": 1000000, "output": 1000000}}`,
 		`, "budgets": [{"name": "primary-daily", "upstream": "primary", "daily": 1, "warn_at": 0.5}]`)
 	h := detourtest.Start(t, pol)
-	client := openaiClient(h)
+	client := openaiThrough(h)
 
 	// The first answer costs a dollar a token (the "*" price: the model is
 	// "gpt-4.1"), far over the $1 budget; the rest go to the backup.
@@ -56,7 +56,7 @@ func TestSpentBudgetSkipsItsUpstreamAndTheAppStillGetsAnswers(t *testing.T) {
 	params.Model = "gpt-4.1"
 	const n = 4
 	for i := range n {
-		got, err := client.Chat.Completions.New(ctxT(t), params)
+		got, err := client.Chat.Completions.New(detourtest.TestContext(t), params)
 		if err != nil {
 			t.Fatalf("request %d: %v", i, err)
 		}
@@ -123,12 +123,12 @@ func TestOnlyHighPriorityRequestsHedge(t *testing.T) {
 	t.Parallel()
 	primary := detourtest.NewVendor(t, rewrite.OpenAI, "primary")
 	backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
-	h := detourtest.Start(t, twoUpstreams(t, rewrite.OpenAI, primary, backup, `, "hedge_after_by_priority": {"high": "50ms"}`))
-	client := openaiClient(h)
+	h := detourtest.Start(t, detourtest.TwoUpstreams(t, rewrite.OpenAI, primary, backup, `, "hedge_after_by_priority": {"high": "50ms"}`))
+	client := openaiThrough(h)
 
 	// High: the primary hangs; the hedge to the backup answers.
 	primary.Script(fv.Fault{Kind: fv.Hang})
-	got, err := client.Chat.Completions.New(ctxT(t), chatParams(), option.WithHeader(chain.HeaderPriority, "high"))
+	got, err := client.Chat.Completions.New(detourtest.TestContext(t), chatParams(), option.WithHeader(chain.HeaderPriority, "high"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,13 +136,13 @@ func TestOnlyHighPriorityRequestsHedge(t *testing.T) {
 		t.Errorf("high: %q; want the hedge's answer", text)
 	}
 	rec := h.WaitRecord(t, h.LastRequestID(t))
-	if rec.Priority != "high" || outcomes(rec) != "primary:hedge_lost,backup:ok" || !rec.Attempts[1].Hedge {
-		t.Errorf("high: priority %q, %s; want primary hedge_lost, backup ok (hedge)", rec.Priority, outcomes(rec))
+	if rec.Priority != "high" || detourtest.Outcomes(rec) != "primary:hedge_lost,backup:ok" || !rec.Attempts[1].Hedge {
+		t.Errorf("high: priority %q, %s; want primary hedge_lost, backup ok (hedge)", rec.Priority, detourtest.Outcomes(rec))
 	}
 
 	// Low: the primary is slow to answer but answers; nothing is hedged.
 	primary.Script(fv.Fault{Kind: fv.SlowFirstByte, Delay: 300 * time.Millisecond})
-	got, err = client.Chat.Completions.New(ctxT(t), chatParams(), option.WithHeader(chain.HeaderPriority, "low"))
+	got, err = client.Chat.Completions.New(detourtest.TestContext(t), chatParams(), option.WithHeader(chain.HeaderPriority, "low"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,8 +150,8 @@ func TestOnlyHighPriorityRequestsHedge(t *testing.T) {
 		t.Errorf("low: %q; want the primary's answer", text)
 	}
 	rec = h.WaitRecord(t, h.LastRequestID(t))
-	if rec.Priority != "low" || outcomes(rec) != "primary:ok" {
-		t.Errorf("low: priority %q, %s; want primary ok alone", rec.Priority, outcomes(rec))
+	if rec.Priority != "low" || detourtest.Outcomes(rec) != "primary:ok" {
+		t.Errorf("low: priority %q, %s; want primary ok alone", rec.Priority, detourtest.Outcomes(rec))
 	}
 	if n := backup.Calls(); n != 1 {
 		t.Errorf("backup called %d times; want once (the high request's hedge)", n)
@@ -175,11 +175,11 @@ func TestLowPriorityIsShedBeforeHigh(t *testing.T) {
   "routes": [{"name": "r", "match": {"host": "api.openai.com", "path": "/v1/chat/completions"}, "chain": ["primary"]}]
 }`
 	h := detourtest.Start(t, pol)
-	client := openaiClient(h)
+	client := openaiThrough(h)
 
 	// One request holds a slot: the primary hangs until it is cancelled.
 	primary.Script(fv.Fault{Kind: fv.Hang})
-	holdCtx, release := context.WithCancel(ctxT(t))
+	holdCtx, release := context.WithCancel(detourtest.TestContext(t))
 	held := make(chan error, 1)
 	go func() {
 		_, err := client.Chat.Completions.New(holdCtx, chatParams(), option.WithHeader(chain.HeaderPriority, "high"))
@@ -189,7 +189,7 @@ func TestLowPriorityIsShedBeforeHigh(t *testing.T) {
 	testsupport.Eventually(t, 10*time.Second, "the holding request reaches the primary", func() bool { return primary.InFlight() == 1 })
 
 	var httpResp *http.Response
-	_, err := client.Chat.Completions.New(ctxT(t), chatParams(), option.WithHeader(chain.HeaderPriority, "low"), option.WithResponseInto(&httpResp))
+	_, err := client.Chat.Completions.New(detourtest.TestContext(t), chatParams(), option.WithHeader(chain.HeaderPriority, "low"), option.WithResponseInto(&httpResp))
 	var apiErr *openai.Error
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("low: err %v; want the SDK's 429", err)
@@ -201,12 +201,12 @@ func TestLowPriorityIsShedBeforeHigh(t *testing.T) {
 		t.Errorf("low: error type %q code %q; want OpenAI's rate limit error", apiErr.Type, apiErr.Code)
 	}
 	rec := h.WaitRecord(t, h.LastRequestID(t))
-	if outcomes(rec) != "primary:skipped:local_limit" || !strings.Contains(rec.Attempts[0].Reason, "low priority shed") {
-		t.Errorf("low: %s (%q); want primary skipped, shed", outcomes(rec), rec.Attempts[0].Reason)
+	if detourtest.Outcomes(rec) != "primary:skipped:local_limit" || !strings.Contains(rec.Attempts[0].Reason, "low priority shed") {
+		t.Errorf("low: %s (%q); want primary skipped, shed", detourtest.Outcomes(rec), rec.Attempts[0].Reason)
 	}
 
 	// High takes the second slot.
-	got, err := client.Chat.Completions.New(ctxT(t), chatParams(), option.WithHeader(chain.HeaderPriority, "high"))
+	got, err := client.Chat.Completions.New(detourtest.TestContext(t), chatParams(), option.WithHeader(chain.HeaderPriority, "high"))
 	if err != nil {
 		t.Fatalf("high while one is in flight: %v", err)
 	}

@@ -1,4 +1,4 @@
-package proxy_test
+package sdkcheck
 
 import (
 	"context"
@@ -98,10 +98,10 @@ func TestHotReloadWithTheLogInThePolicyDirectoryUnderLoad(t *testing.T) {
 
 	client := openai.NewClient(
 		option.WithBaseURL("http://"+ln.Addr().String()+"/openai/v1/"),
-		option.WithAPIKey(appOpenAIKey),
+		option.WithAPIKey(detourtest.AppOpenAIKey),
 		option.WithMaxRetries(0),
 	)
-	reqCtx := ctxT(t)
+	reqCtx := detourtest.TestContext(t)
 	answer := func() (string, error) {
 		got, err := client.Chat.Completions.New(reqCtx, chatParams())
 		if err != nil {

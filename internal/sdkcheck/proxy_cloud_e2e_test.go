@@ -1,10 +1,8 @@
-package proxy_test
+package sdkcheck
 
 import (
-	"encoding/pem"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,37 +12,6 @@ import (
 	fv "github.com/detour-proxy/detour/internal/fakevendor"
 	"github.com/detour-proxy/detour/rewrite"
 )
-
-// cloudServer serves a cloud fake over loopback TLS, and returns its URL
-// and a PEM file of its certificate for the upstream's ca_file.
-func cloudServer(t *testing.T, h http.Handler) (url, caFile string) {
-	t.Helper()
-	srv := httptest.NewUnstartedServer(h)
-	srv.EnableHTTP2 = true
-	detourtest.StartTLS(srv)
-	t.Cleanup(srv.Close)
-	caFile = filepath.Join(t.TempDir(), "cloud-ca.pem")
-	pemData := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
-	if err := os.WriteFile(caFile, pemData, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return srv.URL, caFile
-}
-
-var appPaths = map[rewrite.Shape]string{rewrite.OpenAI: "/v1/chat/completions", rewrite.Anthropic: "/v1/messages", rewrite.Gemini: "/v1beta/models/*"}
-
-// cloudPolicy routes the app's vendor host to a failing primary of the
-// app's shape, then to the cloud upstream described by backup (a JSON
-// object without the closing brace's neighbours).
-func cloudPolicy(app rewrite.Shape, primary *detourtest.Vendor, backup string) string {
-	return fmt.Sprintf(`{
-  "upstreams": {
-    "primary": {"shape": %q, "base_url": %q, "ca_file": %q, "auth": {"from": "client"}},
-    "backup":  %s
-  },
-  "routes": [{"name": "r", "match": {"host": %q, "path": %q}, "chain": ["primary", "backup"]}]
-}`, app, primary.BaseURL(), primary.CAFile, backup, app.DefaultHost(), appPaths[app])
-}
 
 // TestAzureOpenAIBackupWithOfficialSDKs: apps of every shape fall over to
 // an Azure OpenAI deployment, streamed and not, with a tool round trip; the
@@ -58,10 +25,10 @@ func TestAzureOpenAIBackupWithOfficialSDKs(t *testing.T) {
 				primary := detourtest.NewVendor(t, app, "primary")
 				primary.SetDefault(fv.Fault{Kind: fv.Status, Status: 503, Class: fv.ClassOverloaded})
 				az := fv.NewAzure("azure-SECRET-key", "", []string{"prod-4o"}, fv.Options{Name: "backup"})
-				url, ca := cloudServer(t, az)
+				url, ca := detourtest.CloudServer(t, az)
 				keyFile := filepath.Join(t.TempDir(), "azure.key")
 				os.WriteFile(keyFile, []byte("azure-SECRET-key\n"), 0o600)
-				h := detourtest.Start(t, cloudPolicy(app, primary, fmt.Sprintf(
+				h := detourtest.Start(t, detourtest.CloudPolicy(app, primary, fmt.Sprintf(
 					`{"shape": "azure-openai", "base_url": %q, "ca_file": %q, "auth": {"file": %q},
 					  "models": {"*": "gpt-4o"}, "azure": {"api_version": "2024-10-21", "deployments": {"gpt-4o": "prod-4o"}}}`,
 					url, ca, keyFile)))
@@ -127,7 +94,7 @@ func TestAzureOpenAIFailureClasses(t *testing.T) {
 			if tc.fail != "" {
 				az.Fail(tc.fail)
 			}
-			url, ca := cloudServer(t, az)
+			url, ca := detourtest.CloudServer(t, az)
 			backup := detourtest.NewVendor(t, rewrite.OpenAI, "backup")
 			keyFile := filepath.Join(t.TempDir(), "azure.key")
 			os.WriteFile(keyFile, []byte(tc.key), 0o600)
@@ -170,14 +137,14 @@ func TestAzureOpenAIFailureClasses(t *testing.T) {
 func TestAzureOpenAIEntraTokenFile(t *testing.T) {
 	t.Parallel()
 	az := fv.NewAzure("", "entra-token-1", []string{"gpt-4o"}, fv.Options{Name: "azure"})
-	url, ca := cloudServer(t, az)
+	url, ca := detourtest.CloudServer(t, az)
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	os.WriteFile(tokenFile, []byte("entra-token-1\n"), 0o600)
 	h := detourtest.Start(t, fmt.Sprintf(`{
   "upstreams": {"azure": {"shape": "azure-openai", "base_url": %q, "ca_file": %q, "azure": {"api_version": "2025-04-01-preview", "token_file": %q}}},
   "routes": [{"name": "r", "match": {"host": "api.openai.com", "path": "/v1/chat/completions"}, "chain": ["azure"]}]
 }`, url, ca, tokenFile))
-	c := openaiClient(h)
+	c := openaiThrough(h)
 	ask := func() {
 		t.Helper()
 		a := &openaiApp{c: c}
