@@ -217,7 +217,7 @@ func TestConnectionPastDetourIsWarnedAbout(t *testing.T) {
 	addr, accepted, closeVendor := vendorProcess(t)
 	policyPath, _, _ := vendors(t, fakevendor.Fault{})
 	withUpstreamAt(t, policyPath, addr)
-	bin, _ := appCommand(t)
+	bin, _ := selfCommand(t)
 	stderr := &detourtest.SyncBuffer{}
 	done := runAsync(t, Options{
 		Command:    []string{bin},

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/detour-proxy/detour/internal/detourtest"
-	"github.com/detour-proxy/detour/internal/devrun/testdata/app/openaiapp"
 	"github.com/detour-proxy/detour/internal/fakevendor"
 	"github.com/detour-proxy/detour/internal/mitm"
 	"github.com/detour-proxy/detour/internal/testsupport"
@@ -162,30 +161,7 @@ func runAsync(t *testing.T, opts Options) <-chan Result {
 	return done
 }
 
-// appEnv, set in a child's environment, makes this test binary run as the
-// unmodified openai-go app (package openaiapp) instead of running tests.
-// Re-executing the test binary, which is linked anyway, saves linking a
-// second openai-go program on every test run.
-const appEnv = "DETOUR_DEVRUN_TEST_AS_APP"
-
-// appCommand returns the command that runs the unmodified openai-go app, and
-// the environment it needs on top of the test's own: the variable that
-// makes the re-executed test binary be the app, and a GORACE (under -race)
-// that skips the race runtime's one-second sleep at exit, which only
-// delays the app's end.
-func appCommand(t *testing.T) (string, []string) {
-	t.Helper()
-	bin, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bin, []string{appEnv + "=1", testsupport.ChildGORACE()}
-}
-
 func TestMain(m *testing.M) {
-	if os.Getenv(appEnv) == "1" {
-		os.Exit(openaiapp.Main())
-	}
 	if addr := os.Getenv(dialerEnv); addr != "" {
 		os.Exit(dialerMain(addr))
 	}
@@ -200,12 +176,12 @@ func TestMain(m *testing.M) {
 // 503, the backup answers, and the program never notices.
 func TestOpenAIGoAppFailsOverUnmodified(t *testing.T) {
 	t.Parallel()
-	bin, appVars := appCommand(t)
+	bin := appCommand(t)
 	policyPath, primary, backup := vendors(t, fakevendor.Fault{Kind: fakevendor.Status, Status: 503})
 	res, stdout, stderr := run(t, Options{
 		Command:    []string{bin},
 		PolicyPath: policyPath,
-		Env:        baseEnv(append(appVars, "OPENAI_API_KEY=sk-test-not-a-real-key")...),
+		Env:        baseEnv("OPENAI_API_KEY=sk-test-not-a-real-key"),
 	})
 	t.Logf("detour run's stderr:\n%s", stderr.String())
 	if res.ExitCode != 0 {
@@ -276,14 +252,14 @@ func TestSignalIsPassedOnAndChildDecidesTheEnd(t *testing.T) {
 // finishes its LLM calls during shutdown gets them answered.
 func TestDetourServesUntilChildExits(t *testing.T) {
 	t.Parallel()
-	bin, appVars := appCommand(t)
+	bin := appCommand(t)
 	policyPath, _, _ := vendors(t, fakevendor.Fault{})
 	sigs := make(chan os.Signal, 1)
 	var stdout detourtest.SyncBuffer
 	done := runAsync(t, Options{
 		Command:    []string{"sh", "-c", `trap '"$APP"; exit $?' TERM; echo ready; while :; do sleep 0.05; done`},
 		PolicyPath: policyPath, Signals: sigs, Stdout: &stdout,
-		Env: baseEnv(append(appVars, "OPENAI_API_KEY=sk-test", "APP="+bin)...),
+		Env: baseEnv("OPENAI_API_KEY=sk-test", "APP="+bin),
 	})
 	waitFor(t, &stdout, "ready")
 	sigs <- syscall.SIGTERM
@@ -542,13 +518,13 @@ func TestInvalidPolicyRunsNothing(t *testing.T) {
 func TestWaysInAndNoWarningThroughDetour(t *testing.T) {
 	requireTool(t, "curl")
 	t.Parallel()
-	bin, appVars := appCommand(t)
+	bin := appCommand(t)
 	policyPath, primary, _ := vendors(t, fakevendor.Fault{})
 	res, stdout, stderr := run(t, Options{
 		Command: []string{"sh", "-c", `"$APP" && curl -q -sS --max-time 30 -H "Authorization: Bearer sk-test" -H "Content-Type: application/json" ` +
 			`-d '{"model":"gpt-4o","messages":[{"role":"user","content":"Say hello."}]}' https://api.openai.com/v1/chat/completions`},
 		PolicyPath: policyPath,
-		Env:        baseEnv(append(appVars, "OPENAI_API_KEY=sk-test", "APP="+bin)...),
+		Env:        baseEnv("OPENAI_API_KEY=sk-test", "APP="+bin),
 	})
 	if res.ExitCode != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", res.ExitCode, stdout.String(), stderr.String())

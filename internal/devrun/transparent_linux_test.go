@@ -201,7 +201,7 @@ func TestRunTransparentRedirectsOnlyTheCommand(t *testing.T) {
 		targets, pools, ports = append(targets, addr), append(pools, pool), append(ports, uint16(p))
 	}
 	policyPath, primary, _ := vendors(t, fakevendor.Fault{})
-	bin, appVars := appCommand(t)
+	bin, gorace := selfCommand(t)
 	stdin, closeStdin, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -211,7 +211,7 @@ func TestRunTransparentRedirectsOnlyTheCommand(t *testing.T) {
 	opts, stdout, stderr := withDefaults(t, Options{
 		Command:     []string{bin, "-test.run=^TestTransparentClientHelper$"},
 		PolicyPath:  policyPath,
-		Env:         baseEnv(transparentClientEnv+"="+strings.Join(targets, ","), appVars[1]),
+		Env:         baseEnv(transparentClientEnv+"="+strings.Join(targets, ","), gorace),
 		Stdin:       stdin,
 		Transparent: TransparentOptions{Enabled: true, Ports: ports},
 	})
@@ -467,10 +467,10 @@ func TestRunTransparentNamesTheCapability(t *testing.T) {
 		if _, err := exec.LookPath("setpriv"); err != nil {
 			t.Skip("skipped: as root, this needs setpriv to drop CAP_NET_ADMIN (.ci/run installs util-linux)")
 		}
-		bin, appVars := appCommand(t)
+		bin, gorace := selfCommand(t)
 		cmd := exec.Command("setpriv", "--bounding-set=-net_admin", "--inh-caps=-net_admin", "--",
 			bin, "-test.run=^TestTransparentWithoutCapabilityHelper$")
-		cmd.Env = baseEnv(noCapEnv+"="+pol, appVars[1])
+		cmd.Env = baseEnv(noCapEnv+"="+pol, gorace)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("the helper failed: %v\n%s", err, out)
