@@ -171,6 +171,10 @@ func appendLogFloat(dst []byte, v float64) []byte {
 	case math.IsInf(v, -1):
 		return append(dst, `"-Inf"`...)
 	}
+	if v == 0 && !math.Signbit(v) {
+		// The cost of an answer no price matches, on most lines.
+		return append(dst, '0')
+	}
 	format := byte('f')
 	if abs := math.Abs(v); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
 		format = 'e'
