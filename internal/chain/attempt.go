@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/detour-proxy/detour/internal/health"
@@ -35,29 +36,55 @@ const (
 // the runtime's timers, so that under testing/synctest it runs on the
 // bubble's clock; the lengths it is armed with are computed from the
 // Runner's clock (attempt.bounded).
+//
+// The runtime timer comes from the Runner's timerPool and goes back to it
+// when the attempt stops it before it ever went off: making a timer cost
+// an attempt more than everything else the timer does.
 type attemptTimer struct {
 	mu     sync.Mutex
-	t      *time.Timer
+	pool   *timerPool
+	pt     *pooledTimer
 	cancel context.CancelFunc
-	phase  string
-	fired  string
+	// phase is what the timer is armed for, fired the phase whose timeout
+	// went off: indexes of phaseNames (0: none), so that the attempt, part
+	// of every request's session, stays small.
+	phase, fired uint8
+	// launched: the timer went off at least once while armed (a Reset or
+	// the final Stop found it expired), so its callback may still run, and
+	// it is not given back. stopped: the attempt is over; nothing arms it.
+	launched, stopped bool
+}
+
+// phaseNames are the timeout phases by their index in attemptTimer.
+var phaseNames = [...]string{"", phaseConnect, phaseFirstByte, phaseIdle, phaseDeadline}
+
+// phaseIndex is phase's index in phaseNames.
+func phaseIndex(phase string) uint8 {
+	for i, p := range phaseNames {
+		if p == phase {
+			return uint8(i)
+		}
+	}
+	panic("chain: unknown timeout phase " + phase)
 }
 
 func (a *attemptTimer) arm(d time.Duration, phase string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.fired != "" {
+	if a.fired != 0 || a.stopped {
 		return
 	}
-	a.phase = phase
+	a.phase = phaseIndex(phase)
 	if d <= 0 {
 		d = time.Nanosecond
 	}
-	if a.t == nil {
-		a.t = time.AfterFunc(d, a.fire)
+	if a.pt == nil {
+		a.pt = a.pool.start(a, d)
 		return
 	}
-	a.t.Reset(d)
+	if !a.pt.t.Reset(d) {
+		a.launched = true
+	}
 }
 
 func (a *attemptTimer) fire() {
@@ -70,16 +97,86 @@ func (a *attemptTimer) fire() {
 func (a *attemptTimer) stop() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.t != nil {
-		a.t.Stop()
+	a.stopped = true
+	if a.pt == nil {
+		return
 	}
+	if a.pt.t.Stop() && !a.launched {
+		a.pool.put(a.pt)
+	}
+	a.pt = nil
 }
 
 // firedPhase is the phase whose timeout cancelled the attempt, or "".
 func (a *attemptTimer) firedPhase() string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.fired
+	return phaseNames[a.fired]
+}
+
+// timerPool keeps runtime timers that attempts stopped before they went
+// off, for the Runner's next attempts. A timer is never given back once it
+// went off, so no callback of an earlier attempt can reach a later one.
+// The pool is the Runner's rather than the process's because a timer made
+// in a testing/synctest bubble belongs to it: a Runner is used in one
+// bubble, or in none.
+type timerPool struct {
+	mu   sync.Mutex
+	free []*pooledTimer
+}
+
+// maxPooledTimers bounds the timers a Runner keeps: as many as attempts
+// that run at once, up to this.
+const maxPooledTimers = 1024
+
+// pooledTimer is a runtime timer and the attempt timer it serves.
+type pooledTimer struct {
+	t     *time.Timer
+	owner atomic.Pointer[attemptTimer]
+}
+
+// start returns a timer armed to go off after d for owner: a kept one, or
+// a new one.
+// A nil pool keeps nothing.
+func (p *timerPool) start(owner *attemptTimer, d time.Duration) *pooledTimer {
+	var pt *pooledTimer
+	if p != nil {
+		p.mu.Lock()
+		if n := len(p.free); n > 0 {
+			pt = p.free[n-1]
+			p.free[n-1] = nil
+			p.free = p.free[:n-1]
+		}
+		p.mu.Unlock()
+	}
+	if pt == nil {
+		pt = new(pooledTimer)
+		pt.owner.Store(owner)
+		pt.t = time.AfterFunc(d, pt.fire)
+		return pt
+	}
+	pt.owner.Store(owner)
+	pt.t.Reset(d)
+	return pt
+}
+
+// put keeps pt, stopped before it went off, for another attempt.
+func (p *timerPool) put(pt *pooledTimer) {
+	pt.owner.Store(nil)
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	if len(p.free) < maxPooledTimers {
+		p.free = append(p.free, pt)
+	}
+	p.mu.Unlock()
+}
+
+func (pt *pooledTimer) fire() {
+	if a := pt.owner.Load(); a != nil {
+		a.fire()
+	}
 }
 
 // timedReader re-arms the attempt's timer on every read, so that the idle
@@ -279,7 +376,7 @@ func (a *attempt) run() step {
 
 	ctx, cancel := context.WithCancel(a.ln.ctx)
 	defer cancel()
-	a.timer.cancel = cancel
+	a.timer.cancel, a.timer.pool = cancel, &s.r.timers
 	defer a.timer.stop()
 	// The drain ends the attempt through its context too; end unregisters
 	// it.
