@@ -99,7 +99,7 @@ func Classify(o Outcome, now time.Time) Verdict {
 	}
 
 	v := Verdict{RetryAfter: retryAfterHeader(o.Header, now)}
-	prefix := strconv.Itoa(o.Status)
+	prefix := statusText(o.Status)
 	status := o.Status
 	switch {
 	case o.InStream:
@@ -497,18 +497,43 @@ func isTimeout(err error) bool {
 // maxRetryHint bounds a believable retry hint; larger values are garbage.
 const maxRetryHint = 366 * 24 * time.Hour
 
+// firstValue is a header's first value, as http.Header.Get returns it.
+func firstValue(vs []string) string {
+	if len(vs) == 0 {
+		return ""
+	}
+	return vs[0]
+}
+
+// statusText is strconv.Itoa of an HTTP status: a success's own is a
+// constant, so that classifying every answer formats (and allocates)
+// nothing.
+func statusText(status int) string {
+	switch status {
+	case http.StatusOK:
+		return "200"
+	case http.StatusCreated:
+		return "201"
+	case http.StatusAccepted:
+		return "202"
+	}
+	return strconv.Itoa(status)
+}
+
 // retryAfterHeader reads the server's retry hint. retry-after-ms (float
 // milliseconds; Azure, and the OpenAI SDKs read it first) wins over
 // retry-after (delta-seconds or an HTTP-date). Negative, non-finite and
 // unparseable values are ignored, as the SDKs do.
 func retryAfterHeader(h http.Header, now time.Time) time.Duration {
-	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
+	// Indexed rather than Get: the names are canonical already, and every
+	// answer is classified.
+	if v := strings.TrimSpace(firstValue(h["Retry-After-Ms"])); v != "" {
 		// The comparisons are written so that NaN fails them.
 		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 && ms <= float64(maxRetryHint/time.Millisecond) {
 			return time.Duration(ms * float64(time.Millisecond))
 		}
 	}
-	v := strings.TrimSpace(h.Get("Retry-After"))
+	v := strings.TrimSpace(firstValue(h["Retry-After"]))
 	if v == "" {
 		return 0
 	}

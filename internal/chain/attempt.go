@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/detour-proxy/detour/internal/health"
@@ -35,29 +36,55 @@ const (
 // the runtime's timers, so that under testing/synctest it runs on the
 // bubble's clock; the lengths it is armed with are computed from the
 // Runner's clock (attempt.bounded).
+//
+// The runtime timer comes from the Runner's timerPool and goes back to it
+// when the attempt stops it before it ever went off: making a timer cost
+// an attempt more than everything else the timer does.
 type attemptTimer struct {
 	mu     sync.Mutex
-	t      *time.Timer
+	pool   *timerPool
+	pt     *pooledTimer
 	cancel context.CancelFunc
-	phase  string
-	fired  string
+	// phase is what the timer is armed for, fired the phase whose timeout
+	// went off: indexes of phaseNames (0: none), so that the attempt, part
+	// of every request's session, stays small.
+	phase, fired uint8
+	// launched: the timer went off at least once while armed (a Reset or
+	// the final Stop found it expired), so its callback may still run, and
+	// it is not given back. stopped: the attempt is over; nothing arms it.
+	launched, stopped bool
+}
+
+// phaseNames are the timeout phases by their index in attemptTimer.
+var phaseNames = [...]string{"", phaseConnect, phaseFirstByte, phaseIdle, phaseDeadline}
+
+// phaseIndex is phase's index in phaseNames.
+func phaseIndex(phase string) uint8 {
+	for i, p := range phaseNames {
+		if p == phase {
+			return uint8(i)
+		}
+	}
+	panic("chain: unknown timeout phase " + phase)
 }
 
 func (a *attemptTimer) arm(d time.Duration, phase string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.fired != "" {
+	if a.fired != 0 || a.stopped {
 		return
 	}
-	a.phase = phase
+	a.phase = phaseIndex(phase)
 	if d <= 0 {
 		d = time.Nanosecond
 	}
-	if a.t == nil {
-		a.t = time.AfterFunc(d, a.fire)
+	if a.pt == nil {
+		a.pt = a.pool.start(a, d)
 		return
 	}
-	a.t.Reset(d)
+	if !a.pt.t.Reset(d) {
+		a.launched = true
+	}
 }
 
 func (a *attemptTimer) fire() {
@@ -70,16 +97,86 @@ func (a *attemptTimer) fire() {
 func (a *attemptTimer) stop() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.t != nil {
-		a.t.Stop()
+	a.stopped = true
+	if a.pt == nil {
+		return
 	}
+	if a.pt.t.Stop() && !a.launched {
+		a.pool.put(a.pt)
+	}
+	a.pt = nil
 }
 
 // firedPhase is the phase whose timeout cancelled the attempt, or "".
 func (a *attemptTimer) firedPhase() string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.fired
+	return phaseNames[a.fired]
+}
+
+// timerPool keeps runtime timers that attempts stopped before they went
+// off, for the Runner's next attempts. A timer is never given back once it
+// went off, so no callback of an earlier attempt can reach a later one.
+// The pool is the Runner's rather than the process's because a timer made
+// in a testing/synctest bubble belongs to it: a Runner is used in one
+// bubble, or in none.
+type timerPool struct {
+	mu   sync.Mutex
+	free []*pooledTimer
+}
+
+// maxPooledTimers bounds the timers a Runner keeps: as many as attempts
+// that run at once, up to this.
+const maxPooledTimers = 1024
+
+// pooledTimer is a runtime timer and the attempt timer it serves.
+type pooledTimer struct {
+	t     *time.Timer
+	owner atomic.Pointer[attemptTimer]
+}
+
+// start returns a timer armed to go off after d for owner: a kept one, or
+// a new one.
+// A nil pool keeps nothing.
+func (p *timerPool) start(owner *attemptTimer, d time.Duration) *pooledTimer {
+	var pt *pooledTimer
+	if p != nil {
+		p.mu.Lock()
+		if n := len(p.free); n > 0 {
+			pt = p.free[n-1]
+			p.free[n-1] = nil
+			p.free = p.free[:n-1]
+		}
+		p.mu.Unlock()
+	}
+	if pt == nil {
+		pt = new(pooledTimer)
+		pt.owner.Store(owner)
+		pt.t = time.AfterFunc(d, pt.fire)
+		return pt
+	}
+	pt.owner.Store(owner)
+	pt.t.Reset(d)
+	return pt
+}
+
+// put keeps pt, stopped before it went off, for another attempt.
+func (p *timerPool) put(pt *pooledTimer) {
+	pt.owner.Store(nil)
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	if len(p.free) < maxPooledTimers {
+		p.free = append(p.free, pt)
+	}
+	p.mu.Unlock()
+}
+
+func (pt *pooledTimer) fire() {
+	if a := pt.owner.Load(); a != nil {
+		a.fire()
+	}
 }
 
 // timedReader re-arms the attempt's timer on every read, so that the idle
@@ -183,9 +280,21 @@ type turn struct {
 // attempt: at its commit point) and appends it to the request's.
 func (a *attempt) finish(outcome, class, reason string, status int) {
 	a.ar.Outcome, a.ar.Class, a.ar.Reason, a.ar.Status = outcome, class, reason, status
-	a.ar.Duration = time.Since(a.sent)
-	a.doneAt = a.s.r.now()
+	wall, now := a.s.r.clocks()
+	a.ar.Duration = wall.Sub(a.sent)
+	a.doneAt = now
 	a.record()
+}
+
+// clocks reads the wall clock and the Runner's: one reading for both when
+// the Runner has no clock of its own (detour serve). Each reading costs a
+// request some 50 ns, and an attempt's steps read both clocks together.
+func (r *Runner) clocks() (wall, now time.Time) {
+	wall = time.Now()
+	if r.Now == nil {
+		return wall, wall
+	}
+	return wall, r.Now()
 }
 
 // record appends the attempt's record to the request's.
@@ -206,7 +315,12 @@ func (a *attempt) classify(o policy.Outcome) policy.Verdict {
 // bounded bounds a phase timeout, before the commit point, by what is left
 // of the request's deadline.
 func (a *attempt) bounded(d time.Duration, phase string) (time.Duration, string) {
-	if left := a.s.r.until(a.s.deadline); left < d {
+	return a.boundedAt(d, phase, a.s.r.now())
+}
+
+// boundedAt is bounded at now, on the Runner's clock.
+func (a *attempt) boundedAt(d time.Duration, phase string, now time.Time) (time.Duration, string) {
+	if left := a.s.deadline.Sub(now); left < d {
 		return left, phaseDeadline
 	}
 	return d, phase
@@ -217,13 +331,23 @@ func (a *attempt) bounded(d time.Duration, phase string) (time.Duration, string)
 // by first_byte counted from the attempt's start; after the commit point
 // idle alone (a long answer is fine as long as bytes keep coming).
 func (a *attempt) readTimeout() (time.Duration, string) {
+	if a.committed {
+		return a.u.Timeouts.Idle, phaseIdle
+	}
+	return a.readTimeoutAt(a.s.r.now())
+}
+
+// readTimeoutAt is readTimeout before the commit point, at now on the
+// Runner's clock: the deadline and the commit point are measured from one
+// reading of it.
+func (a *attempt) readTimeoutAt(now time.Time) (time.Duration, string) {
 	idle := a.u.Timeouts.Idle
 	if a.committed {
 		return idle, phaseIdle
 	}
-	d, ph := a.bounded(idle, phaseIdle)
+	d, ph := a.boundedAt(idle, phaseIdle, now)
 	if !a.commitBy.IsZero() {
-		if left := a.s.r.until(a.commitBy); left < d {
+		if left := a.commitBy.Sub(now); left < d {
 			return left, phaseFirstByte
 		}
 	}
@@ -242,7 +366,7 @@ func (a *attempt) readTimeout() (time.Duration, string) {
 func (a *attempt) run() step {
 	s, u := a.s, a.u
 	a.ar.seq = s.nextSeq()
-	a.start, a.sent = s.r.now(), time.Now()
+	a.sent, a.start = s.r.clocks()
 	a.startSpan()
 	// In flight for /status until the attempt is over, a stream's last
 	// event included.
@@ -252,7 +376,7 @@ func (a *attempt) run() step {
 
 	ctx, cancel := context.WithCancel(a.ln.ctx)
 	defer cancel()
-	a.timer.cancel = cancel
+	a.timer.cancel, a.timer.pool = cancel, &s.r.timers
 	defer a.timer.stop()
 	// The drain ends the attempt through its context too; end unregisters
 	// it.
@@ -282,11 +406,12 @@ func (a *attempt) run() step {
 // answered handles the upstream's answer, by its kind.
 func (a *attempt) answered(resp *http.Response) step {
 	defer resp.Body.Close()
-	a.ar.Headers = time.Since(a.sent)
+	wall, now := a.s.r.clocks()
+	a.ar.Headers = wall.Sub(a.sent)
 	a.ln.gotHeaders()
 
 	a.body.r = resp.Body
-	a.timer.arm(a.readTimeout())
+	a.timer.arm(a.readTimeoutAt(now))
 
 	switch {
 	case resp.StatusCode < 200 || resp.StatusCode > 299:

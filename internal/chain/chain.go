@@ -132,6 +132,8 @@ type Runner struct {
 	// budget counts the request body bytes held by requests in flight
 	// (limits.buffered_bytes).
 	budget bodyBudget
+	// timers keeps attempt timers between attempts (attempt.go).
+	timers timerPool
 }
 
 func (r *Runner) now() time.Time {

@@ -20,6 +20,58 @@ import (
 // logBufs pools the buffers the raw parts are built in.
 var logBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
+// appendLineFields is zerolog's encoding of the line's fields from the
+// id's value to the prompt, as Record.Log wrote them field by field: the
+// value of "id" first, then each further field with its key. One zerolog
+// call for the lot instead of one per field (and the event's key and
+// length checks of each) is a third of what the line cost.
+func appendLineFields(dst []byte, r *Record) []byte {
+	dst = rewrite.AppendLogString(dst, r.ID)
+	dst = appendStrField(dst, `,"mode":`, r.Mode)
+	dst = appendStrField(dst, `,"host":`, r.Host)
+	dst = appendStrField(dst, `,"method":`, r.Method)
+	dst = appendStrField(dst, `,"path":`, r.Path)
+	dst = appendStrField(dst, `,"route":`, r.Route)
+	dst = appendStrField(dst, `,"policy":`, r.Policy)
+	dst = appendStrField(dst, `,"tier":`, r.Tier)
+	dst = append(dst, `,"reasons":[`...)
+	for i, s := range r.Reasons {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = rewrite.AppendLogString(dst, s)
+	}
+	dst = append(dst, `],"stream":`...)
+	dst = strconv.AppendBool(dst, r.Stream)
+	dst = appendStrField(dst, `,"model":`, r.Model)
+	dst = append(dst, `,"attempts":`...)
+	dst = appendAttempts(dst, r.Attempts)
+	dst = appendStrField(dst, `,"answered_by":`, r.AnsweredBy)
+	dst = append(dst, `,"status":`...)
+	dst = strconv.AppendInt(dst, int64(r.Status), 10)
+	dst = appendStrField(dst, `,"error":`, r.Error)
+	dst = append(dst, `,"ttfb_ms":`...)
+	dst = appendMS(dst, r.TTFB)
+	dst = append(dst, `,"total_ms":`...)
+	dst = appendMS(dst, r.Total)
+	dst = append(dst, `,"usage":`...)
+	dst = appendUsage(dst, r.Usage.Input, r.Usage.Output)
+	dst = appendStrField(dst, `,"cache":`, r.Cache)
+	dst = append(dst, `,"cost_usd":`...)
+	dst = appendLogFloat(dst, r.CostUSD)
+	dst = appendStrField(dst, `,"priority":`, r.Priority)
+	if r.Prompt != "" {
+		dst = appendStrField(dst, `,"prompt":`, r.Prompt)
+	}
+	return dst
+}
+
+// appendStrField appends a string field: its comma and quoted key, then
+// the value as zerolog writes a string.
+func appendStrField(dst []byte, key, s string) []byte {
+	return rewrite.AppendLogString(append(dst, key...), s)
+}
+
 // appendAttempts is zerolog's encoding of the attempts array Record.Log
 // writes: one dictionary per attempt, its fields in the line's order.
 func appendAttempts(dst []byte, attempts []AttemptRecord) []byte {
@@ -118,6 +170,10 @@ func appendLogFloat(dst []byte, v float64) []byte {
 		return append(dst, `"+Inf"`...)
 	case math.IsInf(v, -1):
 		return append(dst, `"-Inf"`...)
+	}
+	if v == 0 && !math.Signbit(v) {
+		// The cost of an answer no price matches, on most lines.
+		return append(dst, '0')
 	}
 	format := byte('f')
 	if abs := math.Abs(v); abs != 0 && (abs < 1e-6 || abs >= 1e21) {

@@ -213,44 +213,12 @@ func (r *Record) Log(l zerolog.Logger) {
 	if ev == nil { // level disabled
 		return
 	}
-	// The attempts, the usage and the durations are encoded by logjson.go,
-	// in the bytes zerolog's Arr, Dict and Float64 would write.
+	// Every field up to the selection is encoded by logjson.go into one
+	// buffer, in the bytes zerolog's Str, Arr, Dict and Float64 would
+	// write, and handed to zerolog as the raw value of the first key.
 	bp := logBufs.Get().(*[]byte)
-	raw := appendAttempts((*bp)[:0], r.Attempts)
-	nAttempts := len(raw)
-	raw = appendMS(raw, r.TTFB)
-	nTTFB := len(raw)
-	raw = appendMS(raw, r.Total)
-	nTotal := len(raw)
-	raw = appendUsage(raw, r.Usage.Input, r.Usage.Output)
-	reasons := r.Reasons
-	if reasons == nil {
-		reasons = []string{}
-	}
-	ev = ev.Str("id", r.ID).
-		Str("mode", r.Mode).
-		Str("host", r.Host).
-		Str("method", r.Method).
-		Str("path", r.Path).
-		Str("route", r.Route).
-		Str("policy", r.Policy).
-		Str("tier", r.Tier).
-		Strs("reasons", reasons).
-		Bool("stream", r.Stream).
-		Str("model", r.Model).
-		RawJSON("attempts", raw[:nAttempts]).
-		Str("answered_by", r.AnsweredBy).
-		Int("status", r.Status).
-		Str("error", r.Error).
-		RawJSON("ttfb_ms", raw[nAttempts:nTTFB]).
-		RawJSON("total_ms", raw[nTTFB:nTotal]).
-		RawJSON("usage", raw[nTotal:]).
-		Str("cache", r.Cache).
-		Float64("cost_usd", r.CostUSD).
-		Str("priority", r.Priority)
-	if r.Prompt != "" {
-		ev = ev.Str("prompt", r.Prompt)
-	}
+	raw := appendLineFields((*bp)[:0], r)
+	ev = ev.RawJSON("id", raw)
 	if r.Selection != nil {
 		ev = ev.Dict("selection", r.Selection.dict())
 	}

@@ -4,20 +4,29 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // vec holds a family's children by label values. Finding an existing child
-// hashes the values and takes a read lock: no allocation. A child, once
-// made, lives as long as the family (detour's label values are bounded by
-// the policy and the class list), so a caller may keep it and skip the
-// lookup altogether.
+// hashes the values and reads the current index of children: no lock and
+// no allocation (every request looks up half a dozen children, and a read
+// lock was two atomic writes each). A child, once made, lives as long as
+// the family (detour's label values are bounded by the policy and the
+// class list), so a caller may keep it and skip the lookup altogether.
 type vec[M any] struct {
 	desc     *Desc
 	newChild func() *M
 
-	mu       sync.RWMutex
-	children map[uint64][]*child[M]
-	n        int
+	// mu orders the making of children. children is never changed once
+	// published: a new child publishes a new index with it (children are
+	// made a few times over a process's life, looked up on every request).
+	mu       sync.Mutex
+	children atomic.Pointer[childIndex[M]]
+}
+
+// childIndex is the children by the hash of their values.
+type childIndex[M any] struct {
+	byHash map[uint64][]*child[M]
 }
 
 type child[M any] struct {
@@ -25,8 +34,9 @@ type child[M any] struct {
 	m      *M
 }
 
+// newVec returns a family with no children yet (a nil index).
 func newVec[M any](d *Desc, newChild func() *M) vec[M] {
-	return vec[M]{desc: d, newChild: newChild, children: map[uint64][]*child[M]{}}
+	return vec[M]{desc: d, newChild: newChild}
 }
 
 // Desc describes the family.
@@ -40,16 +50,17 @@ func (v *vec[M]) WithLabelValues(values ...string) *M {
 		panic("metrics: " + v.desc.name + " takes " + strings.Join(v.desc.labels, ",") + "; got " + strings.Join(values, ","))
 	}
 	h := hashValues(values)
-	v.mu.RLock()
-	m := v.find(h, values)
-	v.mu.RUnlock()
-	if m != nil {
+	if m := v.children.Load().find(h, values); m != nil {
 		return m
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if m := v.find(h, values); m != nil {
+	idx := v.children.Load()
+	if m := idx.find(h, values); m != nil {
 		return m
+	}
+	if idx == nil {
+		idx = &childIndex[M]{}
 	}
 	c := &child[M]{values: make([]string, len(values)), m: v.newChild()}
 	for i, s := range values {
@@ -58,13 +69,21 @@ func (v *vec[M]) WithLabelValues(values ...string) *M {
 		// otherwise keep alive.
 		c.values[i] = strings.Clone(s)
 	}
-	v.children[h] = append(v.children[h], c)
-	v.n++
+	next := &childIndex[M]{byHash: make(map[uint64][]*child[M], len(idx.byHash)+1)}
+	for k, cs := range idx.byHash {
+		next.byHash[k] = cs
+	}
+	// A new slice for the hash: the published one may be read meanwhile.
+	next.byHash[h] = append(slices.Clip(idx.byHash[h]), c)
+	v.children.Store(next)
 	return c.m
 }
 
-func (v *vec[M]) find(h uint64, values []string) *M {
-	for _, c := range v.children[h] {
+func (idx *childIndex[M]) find(h uint64, values []string) *M {
+	if idx == nil {
+		return nil
+	}
+	for _, c := range idx.byHash[h] {
 		if slices.Equal(c.values, values) {
 			return c.m
 		}
@@ -72,16 +91,16 @@ func (v *vec[M]) find(h uint64, values []string) *M {
 	return nil
 }
 
-// each calls f for every child, outside the lock.
+// each calls f for every child.
 func (v *vec[M]) each(f func(values []string, m *M)) {
-	v.mu.RLock()
-	all := make([]*child[M], 0, v.n)
-	for _, cs := range v.children {
-		all = append(all, cs...)
+	idx := v.children.Load()
+	if idx == nil {
+		return
 	}
-	v.mu.RUnlock()
-	for _, c := range all {
-		f(c.values, c.m)
+	for _, cs := range idx.byHash {
+		for _, c := range cs {
+			f(c.values, c.m)
+		}
 	}
 }
 
