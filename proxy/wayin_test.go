@@ -121,3 +121,36 @@ func TestBodyDeadlineNeverOutlivesDisarm(t *testing.T) {
 		}
 	}
 }
+
+// loopbackHostSplit is loopbackHost without its fast path.
+func loopbackHostSplit(hostport string) bool {
+	h, _ := splitHostPort(hostport)
+	return loopbackName(h)
+}
+
+// TestLoopbackHostFastPathAgrees: 127.0.0.1 with a port, told without
+// splitting it, is told as splitting and parsing it tells it.
+func TestLoopbackHostFastPathAgrees(t *testing.T) {
+	for _, hp := range []string{
+		"127.0.0.1:8787", "127.0.0.1:", "127.0.0.1:0", "127.0.0.1:80:90", "127.0.0.1::",
+		"127.0.0.1:]", "127.0.0.1:[", "127.0.0.1:8[0", "127.0.0.1", "127.0.0.1.evil:80",
+		"127.0.0.10:80", "127.0.0.1%lo:80", "localhost:8787", "LOCALHOST:1", "[::1]:8787",
+		"example.com:80", "", ":80", "127.0.0.1:http", "127.0.0.1: 80",
+	} {
+		if got, want := loopbackHost(hp), loopbackHostSplit(hp); got != want {
+			t.Errorf("loopbackHost(%q) = %v; splitting it says %v", hp, got, want)
+		}
+	}
+}
+
+func FuzzLoopbackHost(f *testing.F) {
+	for _, s := range []string{"127.0.0.1:8787", "127.0.0.1:]", "127.0.0.1:1:2", "localhost:1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, port string) {
+		hp := "127.0.0.1:" + port
+		if got, want := loopbackHost(hp), loopbackHostSplit(hp); got != want {
+			t.Errorf("loopbackHost(%q) = %v; splitting it says %v", hp, got, want)
+		}
+	})
+}
