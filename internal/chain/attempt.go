@@ -242,7 +242,7 @@ func (a *attempt) readTimeout() (time.Duration, string) {
 func (a *attempt) run() step {
 	s, u := a.s, a.u
 	a.ar.seq = s.nextSeq()
-	a.start, a.sent = s.r.now(), time.Now()
+	a.start, a.sent = s.r.clocks()
 	a.startSpan()
 	// In flight for /status until the attempt is over, a stream's last
 	// event included.
