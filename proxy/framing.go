@@ -7,6 +7,10 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/detour-proxy/detour/internal/chain"
 )
 
 // A request with both Content-Length and Transfer-Encoding can be read two
@@ -30,13 +34,19 @@ const (
 	maxPendingVerdicts = 64
 )
 
-type framingKey struct{}
-
-// framingConn is a connection whose requests' framing is watched.
+// framingConn is a connection whose requests' framing is watched. It is
+// also the chain's BodyDeadline for the requests read from it.
 type framingConn struct {
 	net.Conn
 	mu sync.Mutex
 	sc framingScanner
+	// bodyArmed is set while a request body is read under a deadline
+	// (ArmBodyDeadline); bodyMu orders its deadline's setting with its
+	// lifting, and bodyApplied says the connection has it.
+	bodyArmed   atomic.Bool
+	bodyMu      sync.Mutex
+	bodyApplied bool
+	bodyBy      time.Time
 }
 
 func newFramingConn(c net.Conn) *framingConn {
@@ -44,6 +54,9 @@ func newFramingConn(c net.Conn) *framingConn {
 }
 
 func (c *framingConn) Read(p []byte) (int, error) {
+	if c.bodyArmed.Load() {
+		c.applyBodyDeadline()
+	}
 	n, err := c.Conn.Read(p)
 	if n > 0 {
 		c.mu.Lock()
@@ -51,6 +64,47 @@ func (c *framingConn) Read(p []byte) (int, error) {
 		c.mu.Unlock()
 	}
 	return n, err
+}
+
+// ArmBodyDeadline bounds the reads that reach the connection by t until
+// DisarmBodyDeadline. Setting a deadline arms a runtime timer (and lifting
+// it modifies it again), which most request bodies, already read by
+// net/http with their headers, never need: the deadline is set only when a
+// read reaches the connection, which is also the only read that can wait.
+func (c *framingConn) ArmBodyDeadline(t time.Time) {
+	c.bodyMu.Lock()
+	c.bodyBy = t
+	c.bodyArmed.Store(true)
+	c.bodyMu.Unlock()
+}
+
+// applyBodyDeadline sets the armed deadline on the connection, once. It
+// holds bodyMu while it does, so that a DisarmBodyDeadline racing it (net/http's
+// background read starts as the body ends, on its own goroutine) either
+// finds the deadline set and lifts it, or has disarmed before it is set:
+// the background read, which lasts as long as the answer, never keeps it.
+func (c *framingConn) applyBodyDeadline() {
+	c.bodyMu.Lock()
+	defer c.bodyMu.Unlock()
+	if c.bodyArmed.Load() && !c.bodyApplied {
+		_ = c.Conn.SetReadDeadline(c.bodyBy)
+		c.bodyApplied = true
+	}
+}
+
+// DisarmBodyDeadline ends ArmBodyDeadline's bound: lifted if it was set,
+// or, with cut, replaced by now.
+func (c *framingConn) DisarmBodyDeadline(cut bool) {
+	c.bodyMu.Lock()
+	defer c.bodyMu.Unlock()
+	c.bodyArmed.Store(false)
+	switch {
+	case cut:
+		_ = c.Conn.SetReadDeadline(time.Now())
+	case c.bodyApplied:
+		_ = c.Conn.SetReadDeadline(time.Time{})
+	}
+	c.bodyApplied = false
 }
 
 // nextAmbiguous takes the verdict on the next request whose headers were
@@ -78,10 +132,11 @@ func (l framingListener) Accept() (net.Conn, error) {
 }
 
 // withFraming is an http.Server ConnContext: it lets handlers find the
-// framingConn of their request.
+// framingConn of their request, the framing check and the chain (as its
+// BodyDeadline) under one key.
 func withFraming(ctx context.Context, c net.Conn) context.Context {
 	if fc, ok := c.(*framingConn); ok {
-		return context.WithValue(ctx, framingKey{}, fc)
+		return chain.WithBodyDeadline(ctx, fc)
 	}
 	return ctx
 }
@@ -91,7 +146,7 @@ func withFraming(ctx context.Context, c net.Conn) context.Context {
 // of a watched connection must pass here, in order: each takes its verdict.
 func refuseAmbiguousFraming(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if fc, ok := r.Context().Value(framingKey{}).(*framingConn); ok && fc.nextAmbiguous() {
+		if fc, ok := chain.BodyDeadlineOf(r.Context()).(*framingConn); ok && fc.nextAmbiguous() {
 			w.Header().Set("Connection", "close")
 			http.Error(w, "detour: the request has both Content-Length and Transfer-Encoding, which proxies may read differently (RFC 9112 §6.1); send only one of them", http.StatusBadRequest)
 			return

@@ -395,12 +395,24 @@ func splitHostPort(hp string) (host, port string) {
 // loopbackHost reports whether a Host header names this machine by an IP
 // address of its own or "localhost".
 func loopbackHost(hostport string) bool {
+	// What nearly every base-URL request is addressed to, told without
+	// splitting and parsing it: 127.0.0.1 with a port (which splits
+	// cleanly when the rest holds no colon or bracket).
+	if port, ok := strings.CutPrefix(hostport, "127.0.0.1:"); ok && !strings.ContainsAny(port, ":[]") {
+		return true
+	}
 	h, _ := splitHostPort(hostport)
+	return loopbackName(h)
+}
+
+// loopbackName is loopbackHost for the host part, split off.
+func loopbackName(h string) bool {
 	if h == "localhost" {
 		return true
 	}
-	// Most base-URL requests name 127.0.0.1: netip parses it without the
-	// allocation net.ParseIP makes. (A zone is refused, as ParseIP does.)
+	// A loopback address ([::1], 127.0.0.1 without a port): netip parses
+	// it without the allocation net.ParseIP makes. (A zone is refused, as
+	// ParseIP does.)
 	if a, err := netip.ParseAddr(h); err == nil && a.Zone() == "" && a.Unmap().IsLoopback() {
 		return true
 	}

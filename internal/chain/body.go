@@ -1,6 +1,7 @@
 package chain
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,37 @@ import (
 
 	"github.com/detour-proxy/detour/policy"
 )
+
+// BodyDeadline is a connection that bounds the reads of a request body
+// itself (the proxy's HTTP/1 connections): readRequestBody arms it instead
+// of setting a read deadline through the ResponseWriter.
+type BodyDeadline interface {
+	// ArmBodyDeadline bounds the connection's reads by t, from the first
+	// read that reaches the connection on; a body the server has already
+	// buffered is read without one.
+	ArmBodyDeadline(t time.Time)
+	// DisarmBodyDeadline ends what ArmBodyDeadline started: reads are
+	// unbounded again, or, with cut, bounded by now (the rest of a refused
+	// body is not waited for).
+	DisarmBodyDeadline(cut bool)
+}
+
+type bodyDeadlineKey struct{}
+
+// WithBodyDeadline returns ctx carrying d, for the requests read from d's
+// connection (an http.Server's ConnContext).
+func WithBodyDeadline(ctx context.Context, d BodyDeadline) context.Context {
+	return context.WithValue(ctx, bodyDeadlineKey{}, d)
+}
+
+// BodyDeadlineOf returns the BodyDeadline WithBodyDeadline put in ctx, or
+// nil.
+func BodyDeadlineOf(ctx context.Context) BodyDeadline { return bodyDeadlineOf(ctx) }
+
+func bodyDeadlineOf(ctx context.Context) BodyDeadline {
+	d, _ := ctx.Value(bodyDeadlineKey{}).(BodyDeadline)
+	return d
+}
 
 // firstBodyBuffer is the buffer a body of unknown length (chunked) starts
 // with; it doubles as the body grows.
@@ -55,8 +87,14 @@ func (s *session) readRequestBody() bool {
 	// it before closing the connection. Writers without deadlines (none of
 	// detour's own servers) read without one.
 	bound := min(s.pol.Bounds.ClientBody, s.pol.Deadline)
-	rc := http.NewResponseController(s.w)
-	if rc.SetReadDeadline(s.rec.Start.Add(bound)) == nil {
+	if bd := bodyDeadlineOf(s.req.Context()); bd != nil {
+		// The app's connection applies the deadline only to a read that
+		// reaches it: a body net/http already holds (most of them: it
+		// came with the headers) is read without arming a timer and
+		// lifting it again.
+		bd.ArmBodyDeadline(s.rec.Start.Add(bound))
+		defer func() { bd.DisarmBodyDeadline(!s.bodyRead) }()
+	} else if rc := http.NewResponseController(s.w); rc.SetReadDeadline(s.rec.Start.Add(bound)) == nil {
 		defer func() {
 			if s.bodyRead {
 				_ = rc.SetReadDeadline(time.Time{})

@@ -165,7 +165,7 @@ func (r *Runner) Serve(w http.ResponseWriter, req *http.Request, t Target) {
 	pol := r.Policy()
 	// The request's deadline runs on the Runner's clock, from here: the
 	// time the body takes to arrive counts against it.
-	begun := r.now()
+	start, begun := r.clocks()
 	// The record and the session are one allocation (served).
 	sv := &served{rec: Record{
 		Mode:   t.Mode,
@@ -173,7 +173,7 @@ func (r *Runner) Serve(w http.ResponseWriter, req *http.Request, t Target) {
 		Method: req.Method,
 		Path:   req.URL.Path,
 		Policy: pol.Version,
-		Start:  time.Now(),
+		Start:  start,
 		Cache:  CacheOff,
 	}}
 	rec := &sv.rec

@@ -50,13 +50,19 @@ var droppedResponseHeaders = func() map[string]bool {
 // at their length, and nothing writes into a header's values in place):
 // copying them would cost an allocation per attempt.
 func upstreamHeader(src http.Header, extra int) http.Header {
-	kept := 0
-	for k := range src {
-		if !dropRequestHeader(k) {
-			kept++
+	// A map for up to mapGroupSlots keys is one group whatever its hint:
+	// only a larger header needs the kept keys counted first, so that the
+	// map is not sized for the ones dropped.
+	hint := len(src) + extra
+	if hint > mapGroupSlots {
+		hint = extra
+		for k := range src {
+			if !dropRequestHeader(k) {
+				hint++
+			}
 		}
 	}
-	h := make(http.Header, kept+extra)
+	h := make(http.Header, hint)
 	for k, vs := range src {
 		if dropRequestHeader(k) {
 			continue
@@ -70,6 +76,10 @@ func upstreamHeader(src http.Header, extra int) http.Header {
 	}
 	return h
 }
+
+// mapGroupSlots is how many keys a Go map holds in its first group: make
+// with any hint up to it allocates the same.
+const mapGroupSlots = 8
 
 func dropRequestHeader(k string) bool {
 	return droppedRequestHeaders[k] || strings.HasPrefix(k, "X-Detour-")
