@@ -86,6 +86,10 @@ func decodeRequest(body []byte, onePass bool) (*ir.Request, error) {
 		case "any":
 			r.ToolChoice = &ir.ToolChoice{Mode: ir.ToolChoiceRequired}
 		case "tool":
+			if tc.Name == "" {
+				// A forced call of no tool: no upstream accepts it.
+				return nil, errors.New("anthropic: tool_choice: tool without a name")
+			}
 			r.ToolChoice = &ir.ToolChoice{Mode: ir.ToolChoiceTool, Name: tc.Name}
 		case "none":
 			r.ToolChoice = &ir.ToolChoice{Mode: ir.ToolChoiceNone}

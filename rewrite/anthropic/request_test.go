@@ -147,6 +147,7 @@ func TestDecodeRequestRefuses(t *testing.T) {
 		{"system role", `{"model":"m","max_tokens":1,"messages":[{"role":"system","content":"x"}]}`, false},
 		{"no content", `{"model":"m","max_tokens":1,"messages":[{"role":"user"}]}`, false},
 		{"unknown tool_choice", `{"model":"m","max_tokens":1,"tool_choice":{"type":"maybe"},"messages":[{"role":"user","content":"x"}]}`, false},
+		{"tool_choice tool without a name", `{"model":"m","max_tokens":1,"tool_choice":{"type":"tool"},"messages":[{"role":"user","content":"x"}]}`, false},
 		{"server tool", `{"model":"m","max_tokens":1,"tools":[{"type":"web_search_20250305","name":"web_search"}],"messages":[{"role":"user","content":"x"}]}`, true},
 		{"file image", `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"file","file_id":"f"}}]}]}`, true},
 		{"image in tool result", `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"x"}}]}]}]}`, true},

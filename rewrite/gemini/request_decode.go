@@ -3,7 +3,9 @@ package gemini
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/detour-proxy/detour/rewrite/ir"
@@ -65,7 +67,11 @@ func DecodeRequest(body []byte, model string, stream bool) (*ir.Request, error) 
 		}
 	}
 	if tc := pick(w.ToolConfig, w.ToolConfigS); tc != nil {
-		r.ToolChoice = decodeToolChoice(pick(tc.FunctionCallingConfig, tc.FunctionCallingConfigS))
+		choice, err := decodeToolChoice(pick(tc.FunctionCallingConfig, tc.FunctionCallingConfigS))
+		if err != nil {
+			return nil, err
+		}
+		r.ToolChoice = choice
 	}
 	if g := pick(w.GenerationConfig, w.GenerationConfigS); g != nil {
 		decodeGenerationConfig(g, r)
@@ -280,24 +286,30 @@ func resultContent(raw json.RawMessage) (content string, isJSON, isError bool) {
 
 // decodeToolChoice maps functionCallingConfig onto the IR: ANY restricted
 // to one function is that function; ANY with several names can only be
-// "required" (the restriction is lost).
-func decodeToolChoice(c *reqCallingConfig) *ir.ToolChoice {
+// "required" (the restriction is lost). An empty name names no function
+// the request declares: the request is refused, as the other shapes
+// refuse a forced tool without a name, rather than sent on as a forced
+// call of no function, which no upstream accepts.
+func decodeToolChoice(c *reqCallingConfig) (*ir.ToolChoice, error) {
 	if c == nil {
-		return nil
+		return nil, nil
 	}
 	names := pickSlice(c.AllowedFunctionNames, c.AllowedFunctionNamesS)
+	if slices.Contains(names, "") {
+		return nil, errors.New("gemini: toolConfig.functionCallingConfig.allowedFunctionNames: an empty function name")
+	}
 	switch strings.ToUpper(c.Mode) {
 	case "AUTO", "VALIDATED":
-		return &ir.ToolChoice{Mode: ir.ToolChoiceAuto}
+		return &ir.ToolChoice{Mode: ir.ToolChoiceAuto}, nil
 	case "NONE":
-		return &ir.ToolChoice{Mode: ir.ToolChoiceNone}
+		return &ir.ToolChoice{Mode: ir.ToolChoiceNone}, nil
 	case "ANY":
 		if len(names) == 1 {
-			return &ir.ToolChoice{Mode: ir.ToolChoiceTool, Name: names[0]}
+			return &ir.ToolChoice{Mode: ir.ToolChoiceTool, Name: names[0]}, nil
 		}
-		return &ir.ToolChoice{Mode: ir.ToolChoiceRequired}
+		return &ir.ToolChoice{Mode: ir.ToolChoiceRequired}, nil
 	}
-	return nil
+	return nil, nil
 }
 
 // thinkingLevels maps Gemini 3's thinkingLevel onto reasoning effort.

@@ -109,6 +109,21 @@ func TestDecodeRequestToolChoice(t *testing.T) {
 	}
 }
 
+// TestDecodeRequestRefusesAnEmptyFunctionName: an allowed function name
+// that is empty names no declared function; the request is refused rather
+// than forced to call a function of no name.
+func TestDecodeRequestRefusesAnEmptyFunctionName(t *testing.T) {
+	for _, cfg := range []string{
+		`{"mode":"ANY","allowedFunctionNames":[""]}`,
+		`{"mode":"ANY","allowed_function_names":["a",""]}`,
+	} {
+		_, err := DecodeRequest([]byte(`{"contents":[],"toolConfig":{"functionCallingConfig":`+cfg+`}}`), "gemini-2.5-flash", false)
+		if err == nil || !strings.Contains(err.Error(), "empty function name") {
+			t.Errorf("%s: error %v; want an empty function name refused", cfg, err)
+		}
+	}
+}
+
 func TestDecodeRequestResultContent(t *testing.T) {
 	for _, tc := range []struct {
 		response string
