@@ -645,7 +645,7 @@ func streamPhase(cfg compareConfig, direct *variant, vs []*variant, res map[stri
 		}
 		splits[k.name].print(stderr, k.name)
 	}
-	return usage.print(stderr, (cfg.streamRounds+5)*cfg.events*len(streamKinds))
+	return usage.print(stderr, (cfg.streamRounds+5)*cfg.events*len(streamKinds), (cfg.streamRounds+5)*len(streamKinds))
 }
 
 // holdStreams opens n streams through v, waits until each has its first
