@@ -221,6 +221,8 @@ func Serve(ctx context.Context, opts Options) error {
 		Rand:       opts.Rand,
 		Drain:      drainCtx,
 		Tracer:     tracer,
+		// Not inside a test's synctest bubble: the process's one Runner.
+		ParkFirstWriters: true,
 	}
 	if metrics != nil {
 		metrics.BufferedBytes(runner.BufferedBytes)

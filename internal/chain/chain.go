@@ -122,6 +122,12 @@ type Runner struct {
 	// Tracer exports the requests' and attempts' spans when the policy
 	// turns tracing on; nil: never.
 	Tracer *telemetry.Tracer
+	// ParkFirstWriters keeps the helpers that write the streams' commit
+	// points parked between streams, so that a stream's first content
+	// does not wait for a helper to start (stream_first.go). The process's
+	// Runner sets it. A Runner inside a testing/synctest bubble must not:
+	// a helper parked by one bubble would write another's stream.
+	ParkFirstWriters bool
 
 	cacheState
 	// windows are the upstreams' recent windows that scored selections

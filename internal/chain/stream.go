@@ -52,7 +52,7 @@ func (a *attempt) streamAnswer(resp *http.Response) step {
 		return st
 	}
 	out := &a.out
-	*out = streamOut{w: s.w, rc: *http.NewResponseController(s.w), rd: rd, keep: s.cacheable}
+	*out = streamOut{w: s.w, rc: *http.NewResponseController(s.w), rd: rd, keep: s.cacheable, park: s.r.ParkFirstWriters}
 	// The first content is flushed at once, whatever follows it: it is
 	// what the app's time to first token measures.
 	if !out.writeFirst(first) {
@@ -307,6 +307,7 @@ type streamOut struct {
 	// The commit point's write (writeFirst): whether it succeeded, its
 	// panic if it panicked, and its end.
 	firstOK    bool
+	park       bool
 	firstPanic *any
 	firstDone  sync.WaitGroup
 }
