@@ -22,7 +22,7 @@ import (
 //
 // The helpers outlive their write: a few of them wait, parked, for the
 // next commit point (firstWriter). A helper started for each write cost
-// the time to first token about 25 µs on a proxy that had been idle (the
+// the time to first token some 20 µs on a proxy that had been idle (the
 // goroutine's creation, its stack grown from 8 KiB by copying, on memory
 // no cache held); a parked helper already has the stack the write needs.
 // A commit point that finds none parked starts one; without park (a
