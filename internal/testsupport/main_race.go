@@ -65,10 +65,25 @@ func leftOver(before map[string]bool) bool {
 // the collector frees an object with a cleanup, neither of which the race
 // runtime's idle second at exit would bring about, so they are not waited
 // for.
+//
+// A helper of internal/chain that writes a stream's commit point, parked
+// for the next one (chain.firstWriter, in a process whose Runner keeps
+// them), is one too: it runs no code until a commit point hands it a
+// write, and a stream still running would be waited for itself. Its top
+// frame is the runtime's, so goroutines names it by parkedFirstWriter.
 var idleLoops = map[string]bool{
 	"os/signal.signal_recv": true,
 	"runtime.runCleanups":   true,
+	parkedFirstWriter:       true,
 }
+
+// parkedFirstWriter is what goroutines gives as the top of a parked
+// chain.firstWriter.
+const parkedFirstWriter = "parked chain.firstWriter"
+
+// firstWriterFrame is the frame of a parked chain.firstWriter, below the
+// runtime's channel receive.
+var firstWriterFrame = []byte("github.com/detour-proxy/detour/internal/chain.firstWriter(")
 
 // goroutineIDs is the set of live goroutines' ids.
 func goroutineIDs() map[string]bool {
@@ -98,9 +113,29 @@ func goroutines() map[string]string {
 		if id, ok := stackID(line); ok && i+1 < len(lines) {
 			top, _, _ := bytes.Cut(lines[i+1], []byte("("))
 			gs[id] = string(top)
+			if bytes.Contains(line, []byte("[chan receive")) && parkedInFirstWriter(lines[i+1:]) {
+				gs[id] = parkedFirstWriter
+			}
 		}
 	}
 	return gs
+}
+
+// parkedInFirstWriter reports whether the frames of one goroutine, from
+// its top down to the blank line that ends them, are the runtime's channel
+// receive called from chain.firstWriter.
+func parkedInFirstWriter(frames [][]byte) bool {
+	for _, f := range frames {
+		switch {
+		case len(f) == 0:
+			return false
+		case bytes.HasPrefix(f, []byte("\t")), bytes.HasPrefix(f, []byte("runtime.")):
+			// A frame's file line, or the runtime's own frames above it.
+		default:
+			return bytes.HasPrefix(f, firstWriterFrame)
+		}
+	}
+	return false
 }
 
 // currentID is the calling goroutine's id.
