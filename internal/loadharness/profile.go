@@ -72,7 +72,7 @@ func profile(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("go build servechild (run from the module root): %w", err)
 		}
 	}
-	self, err := os.Executable()
+	bareBin, err := bareBinary(*out)
 	if err != nil {
 		return err
 	}
@@ -99,7 +99,7 @@ func profile(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	bc, err := startChild([]string{self, "bare", "-upstream", vsrv.URL, "-window", filepath.Join(*out, "bare"), "-hz", strconv.Itoa(*hz)}, *out, *cpu,
+	bc, err := startChild([]string{bareBin, "bare", "-upstream", vsrv.URL, "-window", filepath.Join(*out, "bare"), "-hz", strconv.Itoa(*hz)}, *out, *cpu,
 		func(line []byte) (string, string, bool) {
 			a, ok := bytes.CutPrefix(line, []byte(bareReadyLine))
 			return string(a), "", ok
@@ -263,7 +263,7 @@ func profile(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "| %s | %.1f | %.1f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f |\n", v.name, m.rssMiB, m.hwmMiB, s.Live/1024, s.Goal/1024, s.GOGC, s.Forced,
 			s.ScanGlobals/1024, s.ScanStacks/1024, s.ScanHeap/1024)
 	}
-	fmt.Fprintf(stdout, "\nprofiles: %s/{detour,detour-b,bare}.prof (binaries: %s, %s)", *out, *child, self)
+	fmt.Fprintf(stdout, "\nprofiles: %s/{detour,detour-b,bare}.prof (binaries: %s, %s)", *out, *child, bareBin)
 	if *strace {
 		fmt.Fprintf(stdout, "; system calls: %s/{detour,bare}.strace (first run; requests in it: *.strace.n)", *out)
 	}
