@@ -30,7 +30,8 @@ import (
 // with -strace, its system calls (strace -c -f, over the first run).
 // detour runs as internal/loadharness/servechild, proxy.Serve with the
 // options `detour serve` gives it, so that the profile has the module's
-// symbols; the bare proxy is this harness's own, as in compare.
+// symbols; the bare proxy is this harness's own, run from a copy of its
+// executable in -out (bare-proxy), as in compare.
 //
 //	go run ./internal/loadharness profile -c 16 -for 5s -out /tmp/prof
 //	go tool pprof -top -cum /tmp/prof/servechild /tmp/prof/detour.prof
