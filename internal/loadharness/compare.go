@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -36,7 +37,8 @@ const (
 // compareConfig bounds one compare run.
 type compareConfig struct {
 	rounds       int           // c=1 latency rounds (one request per variant each)
-	rpsFor       time.Duration // length of one rps run; each level runs twice per proxy
+	rpsFor       time.Duration // length of one rps run
+	rpsReps      int           // rps runs per level and proxy, alternating (median)
 	streamRounds int           // 200-event streams per variant
 	streamWarm   bool          // a JSON call through the same proxy right before each stream (diagnostic)
 	events       int           // content events per stream
@@ -61,6 +63,9 @@ type variant struct {
 type figures struct {
 	p50, p99     time.Duration // added over direct, c=1
 	rps16, rps64 float64
+	// rpsRuns holds each rps run's figure by level (16, 64), in order:
+	// run i of two proxies were next to each other in time.
+	rpsRuns      map[int][]float64
 	cpuPerReq    time.Duration // over the rps runs
 	busy         float64       // share of its core the proxy used during the rps runs
 	allocsJSON   float64       // allocations per request over direct (benchmark)
@@ -110,7 +115,8 @@ func compare(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	var cfg compareConfig
 	fs.IntVar(&cfg.rounds, "rounds", 2000, "c=1 latency rounds")
-	fs.DurationVar(&cfg.rpsFor, "rps-for", 2*time.Second, "length of one rps run (two per level and proxy)")
+	fs.DurationVar(&cfg.rpsFor, "rps-for", 2*time.Second, "length of one rps run")
+	fs.IntVar(&cfg.rpsReps, "rps-reps", 5, "rps runs per level and proxy, alternating; the median is reported, and the spread of the run-by-run ratios beside it")
 	fs.IntVar(&cfg.streamRounds, "stream-rounds", 100, "200-event streams per variant")
 	fs.BoolVar(&cfg.streamWarm, "stream-warm", false, "diagnostic, not for the README: call each proxy once, unstreamed, right before each of its streams, so that it serves the stream warm")
 	fs.IntVar(&cfg.events, "events", 200, "content events per stream")
@@ -484,14 +490,14 @@ func latencyPhase(cfg compareConfig, direct *variant, vs []*variant, res map[str
 }
 
 // rpsPhase runs closed-loop load at c=16 and c=64 against each proxy in
-// turn (twice each, alternating), and its CPU time from /proc.
+// turn (cfg.rpsReps times each, alternating), and its CPU time from /proc.
 func rpsPhase(cfg compareConfig, vs []*variant, res map[string]*figures) error {
 	cpu := map[string]time.Duration{}
 	reqs := map[string]int64{}
 	wall := map[string]time.Duration{}
 	for _, c := range []int{16, 64} {
 		got := map[string][]float64{}
-		for rep := 0; rep < 2; rep++ {
+		for range max(cfg.rpsReps, 1) {
 			for _, v := range vs {
 				before, err := cpuTime(v.child.pid())
 				if err != nil {
@@ -512,6 +518,10 @@ func rpsPhase(cfg compareConfig, vs []*variant, res map[string]*figures) error {
 			}
 		}
 		for _, v := range vs {
+			if res[v.name].rpsRuns == nil {
+				res[v.name].rpsRuns = map[int][]float64{}
+			}
+			res[v.name].rpsRuns[c] = got[v.name]
 			m := median(got[v.name])
 			if c == 16 {
 				res[v.name].rps16 = m
@@ -895,7 +905,7 @@ func reportMarkdown(cfg compareConfig, res map[string]*figures, load string, too
 	row("time to ready", dur(func(f *figures) time.Duration { return f.ready }), usf, nil)
 	fmt.Fprintln(&w)
 	fmt.Fprintf(&w, "Latency: %d rounds, one call per variant each in a new random order. Requests/s: closed loop, "+
-		"two %s runs per level and proxy, alternating, median; the proxies used %.0f%% (detour) and %.0f%% (bare) of their core "+
+		"%d runs of %s per level and proxy, alternating, median%s; the proxies used %.0f%% (detour) and %.0f%% (bare) of their core "+
 		"over those runs, which CPU per request is measured over (/proc utime+stime). Allocations: "+
 		"`go test -bench=AllocsPerRequest ./proxy/` (%d requests; the counts do not vary between runs), the same two proxies in one process, "+
 		"minus a direct call's allocations (client and vendor). Streams: %d per variant and kind of stream, the vendor pausing %s between events; an event's transit is "+
@@ -910,7 +920,7 @@ func reportMarkdown(cfg compareConfig, res map[string]*figures, load string, too
 		"(epoll_wait's 1 ms grain), so its pauses end sooner while a proxy forwards something during them, as the bare proxy forwards the opening event "+
 		"that detour holds; the row \"as the client saw it\" keeps that time in. RSS: fresh processes, each stream held after its first "+
 		"content event, the median of %d starts of each proxy, taking turns. Time to ready: process start to its listening line, the fastest of its starts.\n",
-		cfg.rounds, cfg.rpsFor, 100*d.busy, 100*b.busy, cfg.benchN, cfg.streamRounds, cfg.eventGap, cfg.events, cfg.rssReps)
+		cfg.rounds, max(cfg.rpsReps, 1), cfg.rpsFor, rpsSpread(d, b), 100*d.busy, 100*b.busy, cfg.benchN, cfg.streamRounds, cfg.eventGap, cfg.events, cfg.rssReps)
 	fmt.Fprintln(&w)
 	fmt.Fprintln(&w, "```sh")
 	fmt.Fprintln(&w, "go run ./internal/loadharness compare            # prints this section")
@@ -934,4 +944,30 @@ func rewriteMeasured(path, md string) error {
 	}
 	s = s[:i] + strings.TrimSuffix(md, "\n") + s[j+len(measuredEnd):]
 	return os.WriteFile(path, []byte(s), 0o644)
+}
+
+// rpsSpread tells how far apart detour's and the bare proxy's runs were:
+// the lowest and highest ratio of runs that were next to each other in
+// time, per level. On a shared machine one run can be a quarter off its
+// neighbour, and a median of a few says less than it seems.
+func rpsSpread(d, b *figures) string {
+	var parts []string
+	for _, c := range []int{16, 64} {
+		dr, br := d.rpsRuns[c], b.rpsRuns[c]
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for i := range min(len(dr), len(br)) {
+			if br[i] <= 0 {
+				continue
+			}
+			r := dr[i] / br[i]
+			lo, hi = math.Min(lo, r), math.Max(hi, r)
+		}
+		if lo <= hi {
+			parts = append(parts, fmt.Sprintf("c=%d %.2f–%.2f", c, lo, hi))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (detour/bare of runs next to each other: " + strings.Join(parts, ", ") + ")"
 }
