@@ -61,10 +61,10 @@ type variant struct {
 
 // figures is everything compare reports for one proxy.
 type figures struct {
-	p50, p99     time.Duration // added over direct, c=1
-	rps16, rps64 float64
-	// rpsRuns holds each rps run's figure by level (16, 64), in order:
-	// run i of two proxies were next to each other in time.
+	p50, p99 time.Duration // added over direct, c=1
+	// rpsRuns holds each rps run's requests per second by level (16, 64),
+	// in order: run i of two proxies were next to each other in time. The
+	// figure reported is their median.
 	rpsRuns      map[int][]float64
 	cpuPerReq    time.Duration // over the rps runs
 	busy         float64       // share of its core the proxy used during the rps runs
@@ -522,12 +522,6 @@ func rpsPhase(cfg compareConfig, vs []*variant, res map[string]*figures) error {
 				res[v.name].rpsRuns = map[int][]float64{}
 			}
 			res[v.name].rpsRuns[c] = got[v.name]
-			m := median(got[v.name])
-			if c == 16 {
-				res[v.name].rps16 = m
-			} else {
-				res[v.name].rps64 = m
-			}
 		}
 	}
 	for _, v := range vs {
@@ -876,8 +870,8 @@ func reportMarkdown(cfg compareConfig, res map[string]*figures, load string, too
 	}
 	row("added latency p50, c=1", dur(func(f *figures) time.Duration { return f.p50 }), usf, nil)
 	row("added latency p99, c=1", dur(func(f *figures) time.Duration { return f.p99 }), usf, nil)
-	row("requests/s, c=16", func(f *figures) float64 { return f.rps16 }, f0, atLeast(1.0))
-	row("requests/s, c=64", func(f *figures) float64 { return f.rps64 }, f0, atLeast(1.0))
+	row("requests/s, c=16", func(f *figures) float64 { return median(f.rpsRuns[16]) }, f0, atLeast(1.0))
+	row("requests/s, c=64", func(f *figures) float64 { return median(f.rpsRuns[64]) }, f0, atLeast(1.0))
 	row("CPU per request", dur(func(f *figures) time.Duration { return f.cpuPerReq }), usf, nil)
 	row("allocations per request, JSON", func(f *figures) float64 { return f.allocsJSON }, f0, atMost(1.1))
 	row(fmt.Sprintf("allocations per request, %d-event stream", cfg.events), func(f *figures) float64 { return f.allocsStream }, f0, atMost(1.1))
